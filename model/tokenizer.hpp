@@ -1,0 +1,47 @@
+// Tokenizers: text to token ids and token ids back to bytes, torch-free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace conveyor::model {
+
+/// Turns text into token ids and ids into the bytes they stand for. Implementations are
+/// immutable after loading, so one instance may be shared by many threads.
+class tokenizer {
+public:
+  virtual ~tokenizer() = default;
+
+  /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+
+  /// Returns the raw bytes that token `id` stands for in generated text: byte-fallback tokens
+  /// (<0x0A>) give their one byte, "▁" gives a space, control tokens (BOS, EOS, UNK) give "".
+  /// A single byte-fallback token may be half of a UTF-8 character.
+  virtual std::string token_bytes(int32_t id) const = 0;
+
+  /// Number of ids.
+  virtual int32_t vocab_size() const = 0;
+
+  /// Id of the beginning-of-sequence token.
+  virtual int32_t bos_id() const = 0;
+
+  /// Id of the end-of-sequence token.
+  virtual int32_t eos_id() const = 0;
+};
+
+/// Loads a SentencePiece model (`.model`) through libsentencepiece.
+expected<std::shared_ptr<const tokenizer>> load_sentencepiece_tokenizer(const std::string& path);
+
+/// Loads a llama2.c vocabulary (`.bin`) and encodes with Conveyor's own byte-fallback BPE.
+expected<std::shared_ptr<const tokenizer>> load_llama2c_tokenizer(const std::string& path);
+
+/// Loads a tokenizer by file name: `.model` is SentencePiece, `.bin` is llama2.c.
+expected<std::shared_ptr<const tokenizer>> load_tokenizer(const std::string& path);
+
+}  // namespace conveyor::model
