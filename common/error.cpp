@@ -8,18 +8,30 @@ namespace conveyor {
 
 const char* to_string(ec x) {
   switch (x) {
-    case ec::none: return "none";
-    case ec::bad_request: return "bad_request";
-    case ec::prompt_too_long: return "prompt_too_long";
-    case ec::rejected_queue_full: return "rejected_queue_full";
-    case ec::expired: return "expired";
-    case ec::cancelled: return "cancelled";
-    case ec::executor_lost: return "executor_lost";
-    case ec::shutting_down: return "shutting_down";
-    case ec::bad_file: return "bad_file";
-    case ec::bad_config: return "bad_config";
-    case ec::model_failure: return "model_failure";
-    case ec::internal: return "internal";
+    case ec::none:
+      return "none";
+    case ec::bad_request:
+      return "bad_request";
+    case ec::prompt_too_long:
+      return "prompt_too_long";
+    case ec::rejected_queue_full:
+      return "rejected_queue_full";
+    case ec::expired:
+      return "expired";
+    case ec::cancelled:
+      return "cancelled";
+    case ec::executor_lost:
+      return "executor_lost";
+    case ec::shutting_down:
+      return "shutting_down";
+    case ec::bad_file:
+      return "bad_file";
+    case ec::bad_config:
+      return "bad_config";
+    case ec::model_failure:
+      return "model_failure";
+    case ec::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -14,7 +14,7 @@ namespace conveyor::model {
 /// Turns text into token ids and ids into the bytes they stand for. Implementations are
 /// immutable after loading, so one instance may be shared by many threads.
 class tokenizer {
-public:
+ public:
   virtual ~tokenizer() = default;
 
   /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`.

@@ -1,0 +1,114 @@
+// The model interface the executor drives: prefill and decode over a KV cache reserved once.
+// Torch-free: pipeline/ and actors/ include this header, never a torch header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "model/checkpoint.hpp"
+
+namespace conveyor::model {
+
+/// How a model instance is laid out in memory.
+struct runtime_options {
+  /// KV-cache slots: the most sequences that can be in flight at once.
+  int32_t slots = 16;
+  /// Context length of each slot; 0 means the model's own seq_len.
+  int32_t context = 0;
+  /// The most tokens one forward pass processes; larger prefills are split into several passes.
+  int32_t max_batched_tokens = 2048;
+  /// "cpu", "cuda" or "cuda:N".
+  std::string device = "cpu";
+  /// Seed of synthetic weights.
+  uint64_t seed = 0;
+};
+
+/// One sequence's part of a prefill: `count` tokens written into `slot` from position `start`.
+struct prefill_item {
+  int32_t slot = 0;
+  int32_t start = 0;
+  const int32_t* tokens = nullptr;
+  int32_t count = 0;
+  /// Which of the `count` tokens gives the returned logits; -1 means the last. A right-padded
+  /// prompt (padding after the real tokens) asks for its last real token.
+  int32_t logits_at = -1;
+};
+
+/// One sequence's part of a decode step: `token` at `position` in `slot`.
+struct decode_item {
+  int32_t slot = 0;
+  int32_t position = 0;
+  int32_t token = 0;
+};
+
+/// Logits rows owned by the model, valid until its next prefill or decode.
+struct logits_view {
+  const float* data = nullptr;
+  int32_t rows = 0;
+  int32_t vocab = 0;
+  const float* row(int32_t i) const { return data + static_cast<int64_t>(i) * vocab; }
+};
+
+/// A causal language model with a KV cache of `slots()` x `context()` tokens, reserved at
+/// construction. Not thread-safe: one owner (an executor thread) calls it.
+class causal_lm {
+ public:
+  virtual ~causal_lm() = default;
+
+  /// The network's shape.
+  virtual const llama_shape& shape() const = 0;
+
+  /// Number of KV-cache slots.
+  virtual int32_t slots() const = 0;
+
+  /// Tokens per slot (prompt and generated together).
+  virtual int32_t context() const = 0;
+
+  /// True when the model has no real end token (random weights): generation ignores EOS/BOS.
+  virtual bool ignores_end_tokens() const = 0;
+
+  /// Runs the prompts of `items` (distinct slots) and returns one logits row per item, in order.
+  virtual logits_view prefill(const std::vector<prefill_item>& items) = 0;
+
+  /// Runs one token for each item (distinct slots) and returns one logits row per item.
+  virtual logits_view decode(const std::vector<decode_item>& items) = 0;
+
+  /// A one-line description: shape, device, slots, context, KV-cache bytes.
+  virtual std::string describe() const = 0;
+
+  /// Bytes of KV cache reserved.
+  virtual int64_t kv_cache_bytes() const = 0;
+};
+
+/// Builds the libtorch Llama network from weights.
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+                                                const runtime_options& options);
+
+/// A model that does no arithmetic: fixed logits that always pick token `(position*7+3) % vocab`
+/// so that output is deterministic. For measuring the pipeline's own cost.
+std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options);
+
+/// Loads a model by spec: a llama2.c checkpoint path, "synthetic:NAME" or "trivial".
+expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
+                                                const runtime_options& options);
+
+/// Bytes the KV cache of `shape` needs for `slots` x `context` tokens (float32).
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context);
+
+/// The embedded default model (models/stories260K/stories260K.bin in the source tree).
+std::string default_model_path();
+
+/// The tokenizer to use with a model spec when none is given: tok512.model beside a checkpoint
+/// when present, else the embedded default tokenizer.
+std::string default_tokenizer_for(const std::string& model_spec);
+
+/// Sets the number of threads torch and the BLAS use in this process.
+void set_compute_threads(int32_t threads);
+
+/// A line saying which BLAS library is loaded and how many threads it and torch use.
+std::string compute_backend_description();
+
+}  // namespace conveyor::model

@@ -1,0 +1,378 @@
+// The Llama network in libtorch: RMSNorm, rotary embedding, grouped-query attention, SwiGLU,
+// over a KV cache reserved once. The only file of model/ that includes torch for the network.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "model/causal_lm.hpp"
+
+namespace conveyor::model {
+
+namespace {
+
+constexpr float rms_eps = 1e-5f;
+
+at::Tensor from_floats(const float* data, std::vector<int64_t> sizes) {
+  return at::from_blob(const_cast<float*>(data), sizes, at::kFloat).clone();
+}
+
+// Per-layer weights, each matrix stored transposed ([in, out]) so that y = x W^T is one mm.
+struct layer_weights {
+  at::Tensor rms_att;  // [dim]
+  at::Tensor wqkv_t;   // [dim, dim + 2 kv_dim]
+  at::Tensor wo_t;     // [dim, dim]
+  at::Tensor rms_ffn;  // [dim]
+  at::Tensor w13_t;    // [dim, 2 hidden]
+  at::Tensor w2_t;     // [hidden, dim]
+};
+
+class llama_torch final : public causal_lm {
+ public:
+  llama_torch(const llama_weights& w, const runtime_options& opt, int32_t context)
+      : shape_(w.shape),
+        slots_(opt.slots),
+        context_(context),
+        synthetic_(w.synthetic),
+        device_(opt.device) {
+    c10::InferenceMode guard;
+    const auto& s = shape_;
+    const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
+    embedding_ = from_floats(w.token_embedding.data(), {v, d});
+    for (int32_t l = 0; l < s.n_layers; ++l) {
+      layer_weights lw;
+      lw.rms_att = from_floats(w.rms_att.data() + l * d, {d});
+      auto wq = at::from_blob(const_cast<float*>(w.wq.data() + l * d * d), {d, d});
+      auto wk = at::from_blob(const_cast<float*>(w.wk.data() + l * kv * d), {kv, d});
+      auto wv = at::from_blob(const_cast<float*>(w.wv.data() + l * kv * d), {kv, d});
+      lw.wqkv_t = at::cat({wq, wk, wv}, 0).t().contiguous();
+      lw.wo_t = at::from_blob(const_cast<float*>(w.wo.data() + l * d * d), {d, d}).t().contiguous();
+      lw.rms_ffn = from_floats(w.rms_ffn.data() + l * d, {d});
+      auto w1 = at::from_blob(const_cast<float*>(w.w1.data() + l * h * d), {h, d});
+      auto w3 = at::from_blob(const_cast<float*>(w.w3.data() + l * h * d), {h, d});
+      lw.w13_t = at::cat({w1, w3}, 0).t().contiguous();
+      lw.w2_t = at::from_blob(const_cast<float*>(w.w2.data() + l * d * h), {d, h}).t().contiguous();
+      layers_.push_back(std::move(lw));
+    }
+    rms_final_ = from_floats(w.rms_final.data(), {d});
+    wcls_t_ = from_floats(w.classifier().data(), {v, d}).t().contiguous();
+
+    // Rotary tables: angle = pos * 10000^(-i / head_size) for even i.
+    const int64_t hs = s.head_size();
+    auto inv_freq = at::pow(10000.0, -at::arange(0, hs, 2, at::kDouble) / static_cast<double>(hs));
+    auto angles = at::outer(at::arange(context_, at::kDouble), inv_freq);
+    cos_ = angles.cos().to(at::kFloat).contiguous();  // [context, hs/2]
+    sin_ = angles.sin().to(at::kFloat).contiguous();
+
+    // The KV cache, [layer][slot, kv_head, position, head] flattened to rows of head_size.
+    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs});
+    v_cache_ = at::zeros_like(k_cache_);
+
+    // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
+    capacity_ = std::max({opt.max_batched_tokens, slots_, context_});
+    const int64_t n = capacity_;
+    ws_tokens_ = at::empty({n}, at::kLong);
+    ws_positions_ = at::empty({n}, at::kLong);
+    ws_cache_rows_ = at::empty({n * s.n_kv_heads}, at::kLong);
+    ws_x_ = at::empty({n, d});
+    ws_xb_ = at::empty({n, d});
+    ws_sq_ = at::empty({n, d});
+    ws_ms_ = at::empty({n, 1});
+    ws_qkv_ = at::empty({n, d + 2 * kv});
+    ws_q_ = at::empty({n, d});
+    ws_k_ = at::empty({n, kv});
+    ws_cos_ = at::empty({n, hs / 2});
+    ws_sin_ = at::empty({n, hs / 2});
+    ws_att_ = at::empty({n, d});
+    ws_h_ = at::empty({n, 2 * h});
+    ws_hb_ = at::empty({n, h});
+    ws_last_ = at::empty({n}, at::kLong);
+    ws_xf_ = at::empty({n, d});
+    ws_xfn_ = at::empty({n, d});
+    ws_msf_ = at::empty({n, 1});
+    ws_logits_ = at::empty({n, v});
+    // Decode attention: gathered keys and values of every slot, scores and probabilities.
+    ws_kg_ = at::empty({int64_t{slots_} * s.n_kv_heads * context_ * hs});
+    ws_vg_ = at::empty_like(ws_kg_);
+    ws_scores_ = at::empty({int64_t{slots_} * s.n_heads * context_});
+    ws_probs_ = at::empty_like(ws_scores_);
+    ws_mask_ = at::empty({int64_t{slots_} * context_});
+    ws_slots_ = at::empty({slots_}, at::kLong);
+  }
+
+  const llama_shape& shape() const override { return shape_; }
+  int32_t slots() const override { return slots_; }
+  int32_t context() const override { return context_; }
+  bool ignores_end_tokens() const override { return synthetic_; }
+  int64_t kv_cache_bytes() const override {
+    return 2 * k_cache_.numel() * static_cast<int64_t>(sizeof(float));
+  }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
+       << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
+       << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on " << device_
+       << ", " << slots_ << " slots x " << context_ << " tokens, KV cache "
+       << kv_cache_bytes() / (1024 * 1024) << " MiB";
+    return os.str();
+  }
+
+  logits_view prefill(const std::vector<prefill_item>& items) override {
+    c10::InferenceMode guard;
+    // Group items into passes of at most capacity_ tokens; each item fits alone since
+    // capacity_ >= context_.
+    rows_out_ = 0;
+    size_t first = 0;
+    while (first < items.size()) {
+      size_t last = first;
+      int64_t tokens = 0;
+      while (last < items.size() && tokens + items[last].count <= capacity_)
+        tokens += items[last++].count;
+      prefill_pass(items, first, last, tokens);
+      first = last;
+    }
+    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(items.size()), shape_.vocab_size};
+  }
+
+  logits_view decode(const std::vector<decode_item>& items) override {
+    c10::InferenceMode guard;
+    const int64_t n = static_cast<int64_t>(items.size());
+    auto* tok = ws_tokens_.data_ptr<int64_t>();
+    auto* pos = ws_positions_.data_ptr<int64_t>();
+    auto* last = ws_last_.data_ptr<int64_t>();
+    auto* slot = ws_slots_.data_ptr<int64_t>();
+    int64_t span = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      tok[i] = items[i].token;
+      pos[i] = items[i].position;
+      slot[i] = items[i].slot;
+      last[i] = i;
+      span = std::max<int64_t>(span, items[i].position + 1);
+    }
+    fill_cache_rows(n, [&](int64_t i) { return items[i].slot; });
+    // Mask: row i may read positions 0..position_i.
+    auto mask = ws_mask_.narrow(0, 0, n * span).view({n, span});
+    auto* m = mask.data_ptr<float>();
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < span; ++j) m[i * span + j] = j <= pos[i] ? 0.0f : neg_inf;
+    forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
+      decode_attention(layer, n, span, q, mask, out);
+    });
+    final_logits(n, 0);
+    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(n), shape_.vocab_size};
+  }
+
+ private:
+  template <class SlotOf>
+  void fill_cache_rows(int64_t n, SlotOf slot_of) {
+    const int64_t kvh = shape_.n_kv_heads;
+    auto* rows = ws_cache_rows_.data_ptr<int64_t>();
+    const auto* pos = ws_positions_.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t kh = 0; kh < kvh; ++kh)
+        rows[i * kvh + kh] = (slot_of(i) * kvh + kh) * context_ + pos[i];
+  }
+
+  void prefill_pass(const std::vector<prefill_item>& items, size_t first, size_t last, int64_t n) {
+    auto* tok = ws_tokens_.data_ptr<int64_t>();
+    auto* pos = ws_positions_.data_ptr<int64_t>();
+    auto* lastrow = ws_last_.data_ptr<int64_t>();
+    std::vector<int64_t> item_of(static_cast<size_t>(n));
+    int64_t row = 0;
+    for (size_t i = first; i < last; ++i) {
+      const auto& it = items[i];
+      for (int32_t t = 0; t < it.count; ++t, ++row) {
+        tok[row] = it.tokens[t];
+        pos[row] = it.start + t;
+        item_of[row] = static_cast<int64_t>(i);
+      }
+      const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
+      lastrow[i - first] = row - it.count + at;
+    }
+    fill_cache_rows(n, [&](int64_t r) { return items[item_of[r]].slot; });
+    forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
+      int64_t offset = 0;
+      for (size_t i = first; i < last; ++i) {
+        prefill_attention(layer, items[i], offset, q, out);
+        offset += items[i].count;
+      }
+    });
+    final_logits(static_cast<int64_t>(last - first), rows_out_);
+    rows_out_ += static_cast<int64_t>(last - first);
+  }
+
+  // x = rmsnorm(in) * weight, into out; scratch buffers sized like in.
+  static void rmsnorm(at::Tensor& out, const at::Tensor& in, const at::Tensor& weight,
+                      at::Tensor& sq, at::Tensor& ms) {
+    at::mul_out(sq, in, in);
+    at::mean_out(ms, sq, {1}, /*keepdim=*/true);
+    ms.add_(rms_eps).rsqrt_();
+    at::mul_out(out, in, ms);
+    out.mul_(weight);
+  }
+
+  // Rotary embedding of [n, heads*hs] (rows may be strided) into dst [n, heads*hs].
+  void rope(at::Tensor& dst, const at::Tensor& src, int64_t n, int64_t heads) {
+    const int64_t half = shape_.head_size() / 2;
+    auto s4 = src.view({n, heads, half, 2});
+    auto d4 = dst.view({n, heads, half, 2});
+    auto c = ws_cos_.narrow(0, 0, n).unsqueeze(1);
+    auto s = ws_sin_.narrow(0, 0, n).unsqueeze(1);
+    auto a = s4.select(3, 0), b = s4.select(3, 1);
+    auto o0 = d4.select(3, 0), o1 = d4.select(3, 1);
+    at::mul_out(o0, a, c);
+    o0.addcmul_(b, s, -1);
+    at::mul_out(o1, a, s);
+    o1.addcmul_(b, c);
+  }
+
+  template <class Attention>
+  void forward(int64_t n, Attention&& attention) {
+    const auto& sh = shape_;
+    const int64_t d = sh.dim, kv = sh.kv_dim(), h = sh.hidden_dim, hs = sh.head_size();
+    auto tokens = ws_tokens_.narrow(0, 0, n);
+    auto positions = ws_positions_.narrow(0, 0, n);
+    auto rows = ws_cache_rows_.narrow(0, 0, n * sh.n_kv_heads);
+    auto x = ws_x_.narrow(0, 0, n);
+    auto xb = ws_xb_.narrow(0, 0, n);
+    auto sq = ws_sq_.narrow(0, 0, n);
+    auto ms = ws_ms_.narrow(0, 0, n);
+    auto qkv = ws_qkv_.narrow(0, 0, n);
+    auto q = ws_q_.narrow(0, 0, n);
+    auto k = ws_k_.narrow(0, 0, n);
+    auto att = ws_att_.narrow(0, 0, n);
+    auto hbuf = ws_h_.narrow(0, 0, n);
+    auto hb = ws_hb_.narrow(0, 0, n);
+    auto cs = ws_cos_.narrow(0, 0, n);
+    auto sn = ws_sin_.narrow(0, 0, n);
+    at::index_select_out(x, embedding_, 0, tokens);
+    at::index_select_out(cs, cos_, 0, positions);
+    at::index_select_out(sn, sin_, 0, positions);
+    for (int32_t l = 0; l < sh.n_layers; ++l) {
+      const auto& lw = layers_[l];
+      rmsnorm(xb, x, lw.rms_att, sq, ms);
+      at::mm_out(qkv, xb, lw.wqkv_t);
+      rope(q, qkv.narrow(1, 0, d), n, sh.n_heads);
+      rope(k, qkv.narrow(1, d, kv), n, sh.n_kv_heads);
+      // Write this pass's keys and values into the cache rows (slot, kv_head, position).
+      k_cache_[l].index_copy_(0, rows, k.reshape({n * sh.n_kv_heads, hs}));
+      v_cache_[l].index_copy_(0, rows, qkv.narrow(1, d + kv, kv).reshape({n * sh.n_kv_heads, hs}));
+      attention(l, q, att);
+      x.addmm_(att, lw.wo_t);
+      rmsnorm(xb, x, lw.rms_ffn, sq, ms);
+      at::mm_out(hbuf, xb, lw.w13_t);
+      at::silu_out(hb, hbuf.narrow(1, 0, h));
+      hb.mul_(hbuf.narrow(1, h, h));
+      x.addmm_(hb, lw.w2_t);
+    }
+  }
+
+  // Logits of the rows listed in ws_last_[0..m) into ws_logits_[offset..offset+m).
+  void final_logits(int64_t m, int64_t offset) {
+    auto xf = ws_xf_.narrow(0, 0, m);
+    auto xfn = ws_xfn_.narrow(0, 0, m);
+    auto sq = ws_sq_.narrow(0, 0, m);
+    auto ms = ws_msf_.narrow(0, 0, m);
+    at::index_select_out(xf, ws_x_, 0, ws_last_.narrow(0, 0, m));
+    rmsnorm(xfn, xf, rms_final_, sq, ms);
+    auto out = ws_logits_.narrow(0, offset, m);
+    at::mm_out(out, xfn, wcls_t_);
+  }
+
+  // Causal attention of one prompt's tokens over its slot's cache.
+  void prefill_attention(int32_t layer, const prefill_item& it, int64_t offset, const at::Tensor& q,
+                         at::Tensor& out) {
+    const auto& sh = shape_;
+    const int64_t t = it.count, hs = sh.head_size(), kvh = sh.n_kv_heads;
+    const int64_t g = sh.n_heads / kvh, span = it.start + t;
+    // Queries [t, kvh, g, hs] -> [kvh, g*t, hs].
+    auto qi = q.narrow(0, offset, t)
+                  .view({t, kvh, g, hs})
+                  .permute({1, 2, 0, 3})
+                  .reshape({kvh, g * t, hs});
+    auto keys = k_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
+    auto values = v_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
+    auto scores = at::bmm(qi, keys.transpose(1, 2)).mul_(1.0 / std::sqrt(double(hs)));
+    // Query i (position start+i) reads positions 0..start+i.
+    auto causal = at::ones({t, span}, at::kBool).triu_(it.start + 1);
+    scores.view({kvh, g, t, span}).masked_fill_(causal, -std::numeric_limits<float>::infinity());
+    auto probs = at::_softmax(scores, -1, false);
+    auto o = at::bmm(probs, values);  // [kvh, g*t, hs]
+    out.narrow(0, offset, t)
+        .view({t, kvh, g, hs})
+        .copy_(o.view({kvh, g, t, hs}).permute({2, 0, 1, 3}));
+  }
+
+  // Attention of one token per slot, batched over slots with a mask for shorter sequences.
+  void decode_attention(int32_t layer, int64_t n, int64_t span, const at::Tensor& q,
+                        const at::Tensor& mask, at::Tensor& out) {
+    const auto& sh = shape_;
+    const int64_t hs = sh.head_size(), kvh = sh.n_kv_heads, g = sh.n_heads / kvh;
+    auto slots = ws_slots_.narrow(0, 0, n);
+    auto kc = k_cache_[layer].view({slots_, kvh, context_, hs}).narrow(2, 0, span);
+    auto vc = v_cache_[layer].view({slots_, kvh, context_, hs}).narrow(2, 0, span);
+    auto kg = ws_kg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
+    auto vg = ws_vg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
+    at::index_select_out(kg, kc, 0, slots);
+    at::index_select_out(vg, vc, 0, slots);
+    auto scores = ws_scores_.narrow(0, 0, n * kvh * g * span).view({n * kvh, g, span});
+    auto probs = ws_probs_.narrow(0, 0, n * kvh * g * span).view({n * kvh, g, span});
+    at::bmm_out(scores, q.view({n * kvh, g, hs}), kg.view({n * kvh, span, hs}).transpose(1, 2));
+    scores.mul_(1.0 / std::sqrt(double(hs)));
+    scores.view({n, kvh * g, span}).add_(mask.view({n, 1, span}));
+    at::_softmax_out(probs, scores, -1, false);
+    auto att = out.view({n * kvh, g, hs});
+    at::bmm_out(att, probs, vg.view({n * kvh, span, hs}));
+  }
+
+  llama_shape shape_;
+  int32_t slots_;
+  int32_t context_;
+  bool synthetic_;
+  std::string device_;
+  int64_t capacity_ = 0;
+  int64_t rows_out_ = 0;
+  at::Tensor embedding_, rms_final_, wcls_t_, cos_, sin_, k_cache_, v_cache_;
+  std::vector<layer_weights> layers_;
+  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_sq_, ws_ms_, ws_qkv_,
+      ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_msf_,
+      ws_logits_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_, ws_slots_;
+};
+
+}  // namespace
+
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context) {
+  return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
+         static_cast<int64_t>(sizeof(float));
+}
+
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+                                                const runtime_options& options) {
+  const auto& s = weights.shape;
+  if (options.slots < 1)
+    return make_error(ec::bad_config,
+                      "slots must be at least 1, got " + std::to_string(options.slots));
+  const int32_t context = options.context == 0 ? s.seq_len : options.context;
+  if (context < 1 || context > s.seq_len)
+    return make_error(ec::bad_config, "context must be between 1 and the model's seq_len " +
+                                          std::to_string(s.seq_len) + ", got " +
+                                          std::to_string(options.context));
+  if (options.max_batched_tokens < 1)
+    return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
+  if (options.device != "cpu")
+    return make_error(ec::bad_config, "device '" + options.device +
+                                          "' is not available: this libtorch build has no CUDA");
+  try {
+    std::unique_ptr<causal_lm> result = std::make_unique<llama_torch>(weights, options, context);
+    return result;
+  } catch (const std::exception& e) {
+    return make_error(ec::model_failure, std::string{"cannot build the model: "} + e.what());
+  }
+}
+
+}  // namespace conveyor::model

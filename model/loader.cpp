@@ -1,0 +1,150 @@
+// Model specs ("path", "synthetic:NAME", "trivial"), default paths, threads and BLAS reporting.
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include <ATen/Parallel.h>
+
+#include "model/causal_lm.hpp"
+
+namespace conveyor::model {
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string directory_of(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? std::string{"."} : path.substr(0, pos);
+}
+
+// A model that does no arithmetic at all.
+class trivial_model final : public causal_lm {
+ public:
+  explicit trivial_model(const runtime_options& opt)
+      : slots_(opt.slots), context_(opt.context == 0 ? 512 : opt.context) {
+    shape_ = llama_shape{8, 8, 1, 1, 1, 512, context_, true};
+    logits_.assign(static_cast<size_t>(std::max(slots_, 1)) * shape_.vocab_size, 0.0f);
+  }
+  const llama_shape& shape() const override { return shape_; }
+  int32_t slots() const override { return slots_; }
+  int32_t context() const override { return context_; }
+  bool ignores_end_tokens() const override { return true; }
+  logits_view prefill(const std::vector<prefill_item>& items) override {
+    return fill(items.size(), [&](size_t i) {
+      const auto& it = items[i];
+      return it.start + (it.logits_at < 0 ? it.count - 1 : it.logits_at);
+    });
+  }
+  logits_view decode(const std::vector<decode_item>& items) override {
+    return fill(items.size(), [&](size_t i) { return items[i].position; });
+  }
+  std::string describe() const override {
+    return "trivial model (no arithmetic), " + std::to_string(slots_) + " slots x " +
+           std::to_string(context_) + " tokens";
+  }
+  int64_t kv_cache_bytes() const override { return 0; }
+
+ private:
+  template <class PositionOf>
+  logits_view fill(size_t n, PositionOf position_of) {
+    const size_t v = static_cast<size_t>(shape_.vocab_size);
+    if (logits_.size() < n * v) logits_.resize(n * v);
+    for (size_t i = 0; i < n; ++i) {
+      float* row = logits_.data() + i * v;
+      std::fill(row, row + v, 0.0f);
+      row[static_cast<size_t>(position_of(i) * 7 + 3) % v] = 1.0f;
+    }
+    return {logits_.data(), static_cast<int32_t>(n), shape_.vocab_size};
+  }
+  int32_t slots_;
+  int32_t context_;
+  llama_shape shape_;
+  std::vector<float> logits_;
+};
+
+int collect_blas(dl_phdr_info* info, size_t, void* data) {
+  auto* names = static_cast<std::vector<std::string>*>(data);
+  if (info->dlpi_name == nullptr) return 0;
+  std::string name = info->dlpi_name;
+  if (name.find("blas") != std::string::npos || name.find("mkl") != std::string::npos) {
+    char resolved[4096];
+    if (::realpath(name.c_str(), resolved) != nullptr) name = resolved;
+    names->push_back(name);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options) {
+  return std::make_unique<trivial_model>(options);
+}
+
+expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
+                                                const runtime_options& options) {
+  if (spec == "trivial") return make_trivial_model(options);
+  if (spec.rfind("synthetic:", 0) == 0) {
+    auto weights = make_synthetic_weights(spec.substr(10), options.seed);
+    if (!weights) return weights.error();
+    return make_llama(*weights, options);
+  }
+  auto weights = load_llama2c_checkpoint(spec);
+  if (!weights) return weights.error();
+  return make_llama(*weights, options);
+}
+
+std::string default_model_path() {
+  return std::string{CONVEYOR_DEFAULT_MODEL_DIR} + "/stories260K.bin";
+}
+
+std::string default_tokenizer_for(const std::string& model_spec) {
+  if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
+    auto beside = directory_of(model_spec) + "/tok512.model";
+    if (file_exists(beside)) return beside;
+    auto bin = directory_of(model_spec) + "/tokenizer.model";
+    if (file_exists(bin)) return bin;
+  }
+  return std::string{CONVEYOR_DEFAULT_MODEL_DIR} + "/tok512.model";
+}
+
+void set_compute_threads(int32_t threads) {
+  if (threads < 1) return;
+  at::set_num_threads(threads);
+  using setter = void (*)(int);
+  if (auto f = reinterpret_cast<setter>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    f(threads);
+}
+
+std::string compute_backend_description() {
+  std::vector<std::string> libs;
+  ::dl_iterate_phdr(collect_blas, &libs);
+  std::ostringstream os;
+  using get_config = char* (*)();
+  using get_threads = int (*)();
+  auto config = reinterpret_cast<get_config>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  auto threads = reinterpret_cast<get_threads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  bool reference = false;
+  for (const auto& lib : libs)
+    if (lib.find("/blas/libblas") != std::string::npos) reference = true;
+  if (config != nullptr && !reference) {
+    os << "BLAS: OpenBLAS (" << config() << ")";
+    if (threads != nullptr) os << ", " << threads() << " threads";
+  } else if (reference) {
+    os << "BLAS: reference BLAS (slow: install libopenblas0-openmp)";
+  } else {
+    os << "BLAS: unknown";
+  }
+  os << "; libraries:";
+  for (const auto& lib : libs) os << ' ' << lib;
+  os << "; torch intra-op threads " << at::get_num_threads();
+  return os.str();
+}
+
+}  // namespace conveyor::model

@@ -1,0 +1,47 @@
+// Token sampling: greedy, temperature, top-k, top-p, with a per-request seeded generator.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace conveyor::model {
+
+/// How one request picks its next token.
+struct sampling_params {
+  /// 0 means greedy (argmax); otherwise logits are divided by it before the softmax.
+  float temperature = 1.0f;
+  /// Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (1 = all).
+  float top_p = 1.0f;
+  /// Keep only the top_k most likely tokens (0 = all).
+  int32_t top_k = 0;
+  /// Seed of this request's generator: the same seed gives the same tokens, whatever else
+  /// shares the batch.
+  uint64_t seed = 0;
+};
+
+/// Index of the largest value (the first one on ties).
+int32_t argmax(const float* logits, int32_t n);
+
+/// Samples tokens for one request. Each request owns one, so sampling never depends on the batch.
+class sampler {
+ public:
+  explicit sampler(const sampling_params& params);
+
+  /// Picks the next token from one row of logits.
+  int32_t sample(const float* logits, int32_t vocab);
+
+  const sampling_params& params() const { return params_; }
+
+ private:
+  /// A uniform double in [0, 1), the same bits on every platform.
+  double uniform();
+
+  sampling_params params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<double> probs_;
+};
+
+}  // namespace conveyor::model

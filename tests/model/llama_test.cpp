@@ -1,0 +1,343 @@
+// The Llama runtime against run.c's expected output and a plain reference, alone and in batches.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "model/causal_lm.hpp"
+#include "model/sampler.hpp"
+#include "test_support.hpp"
+
+using namespace conveyor;
+using namespace conveyor::model;
+
+namespace {
+
+// A straightforward per-token forward pass over the plain weights, as run.c does it.
+class reference_llama {
+ public:
+  explicit reference_llama(const llama_weights& w) : w_(w), s_(w.shape) {
+    const size_t cache = size_t(s_.n_layers) * s_.seq_len * s_.kv_dim();
+    kc_.assign(cache, 0.0f);
+    vc_.assign(cache, 0.0f);
+  }
+
+  std::vector<float> forward(int32_t token, int32_t pos) {
+    const int d = s_.dim, hd = s_.hidden_dim, kvd = s_.kv_dim(), hs = s_.head_size();
+    const int g = s_.n_heads / s_.n_kv_heads;
+    std::vector<float> x(w_.token_embedding.begin() + size_t(token) * d,
+                         w_.token_embedding.begin() + size_t(token + 1) * d);
+    std::vector<float> xb(d), q(d), k(kvd), v(kvd), att(pos + 1), out(d), h1(hd), h3(hd);
+    for (int l = 0; l < s_.n_layers; ++l) {
+      rmsnorm(xb, x, &w_.rms_att[size_t(l) * d]);
+      matmul(q, xb, &w_.wq[size_t(l) * d * d], d, d);
+      matmul(k, xb, &w_.wk[size_t(l) * kvd * d], d, kvd);
+      matmul(v, xb, &w_.wv[size_t(l) * kvd * d], d, kvd);
+      for (int i = 0; i < d; i += 2) {
+        const int head_dim = i % hs;
+        const float freq = 1.0f / std::pow(10000.0f, head_dim / float(hs));
+        const float val = pos * freq, fcr = std::cos(val), fci = std::sin(val);
+        for (int which = 0; which < (i < kvd ? 2 : 1); ++which) {
+          float* vec = which == 0 ? q.data() : k.data();
+          const float a = vec[i], b = vec[i + 1];
+          vec[i] = a * fcr - b * fci;
+          vec[i + 1] = a * fci + b * fcr;
+        }
+      }
+      float* kc = &kc_[(size_t(l) * s_.seq_len + pos) * kvd];
+      float* vc = &vc_[(size_t(l) * s_.seq_len + pos) * kvd];
+      std::copy(k.begin(), k.end(), kc);
+      std::copy(v.begin(), v.end(), vc);
+      std::fill(out.begin(), out.end(), 0.0f);
+      for (int h = 0; h < s_.n_heads; ++h) {
+        const float* qh = &q[size_t(h) * hs];
+        const int kvh = h / g;
+        float maxv = -1e30f;
+        for (int t = 0; t <= pos; ++t) {
+          const float* kt = &kc_[(size_t(l) * s_.seq_len + t) * kvd + size_t(kvh) * hs];
+          float score = 0;
+          for (int i = 0; i < hs; ++i) score += qh[i] * kt[i];
+          att[t] = score / std::sqrt(float(hs));
+          maxv = std::max(maxv, att[t]);
+        }
+        float sum = 0;
+        for (int t = 0; t <= pos; ++t) sum += (att[t] = std::exp(att[t] - maxv));
+        for (int t = 0; t <= pos; ++t) {
+          const float* vt = &vc_[(size_t(l) * s_.seq_len + t) * kvd + size_t(kvh) * hs];
+          for (int i = 0; i < hs; ++i) out[size_t(h) * hs + i] += att[t] / sum * vt[i];
+        }
+      }
+      matmul(xb, out, &w_.wo[size_t(l) * d * d], d, d);
+      for (int i = 0; i < d; ++i) x[i] += xb[i];
+      rmsnorm(xb, x, &w_.rms_ffn[size_t(l) * d]);
+      matmul(h1, xb, &w_.w1[size_t(l) * hd * d], d, hd);
+      matmul(h3, xb, &w_.w3[size_t(l) * hd * d], d, hd);
+      for (int i = 0; i < hd; ++i) h1[i] = h1[i] / (1.0f + std::exp(-h1[i])) * h3[i];
+      matmul(xb, h1, &w_.w2[size_t(l) * d * hd], hd, d);
+      for (int i = 0; i < d; ++i) x[i] += xb[i];
+    }
+    rmsnorm(xb, x, w_.rms_final.data());
+    std::vector<float> logits(s_.vocab_size);
+    matmul(logits, xb, w_.classifier().data(), d, s_.vocab_size);
+    return logits;
+  }
+
+ private:
+  static void rmsnorm(std::vector<float>& o, const std::vector<float>& x, const float* w) {
+    float ss = 0;
+    for (float v : x) ss += v * v;
+    ss = 1.0f / std::sqrt(ss / x.size() + 1e-5f);
+    for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * ss * x[i];
+  }
+  static void matmul(std::vector<float>& o, const std::vector<float>& x, const float* w, int n,
+                     int d) {
+    for (int i = 0; i < d; ++i) {
+      double acc = 0;
+      for (int j = 0; j < n; ++j) acc += double(w[size_t(i) * n + j]) * x[j];
+      o[i] = float(acc);
+    }
+  }
+  const llama_weights& w_;
+  llama_shape s_;
+  std::vector<float> kc_, vc_;
+};
+
+std::unique_ptr<causal_lm> load_stories(int32_t slots = 16) {
+  runtime_options opt;
+  opt.slots = slots;
+  auto m = load_model(test::stories_model(), opt);
+  if (!m) ADD_FAILURE() << message_of(m.error());
+  return std::move(*m);
+}
+
+// Prompts of many lengths built from real token ids of the vocabulary.
+std::vector<int32_t> filler_prompt(int32_t length, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p{1};
+  for (int32_t i = 1; i < length; ++i) p.push_back(259 + int32_t(rng() % 253));
+  return p;
+}
+
+// Runs greedy decoding of sequences that join and leave; collects each one's tokens.
+struct greedy_batch {
+  causal_lm& model;
+  struct seq {
+    int32_t slot;
+    int32_t position;
+    int32_t next;
+    int32_t remaining;
+    std::vector<int32_t> out;
+  };
+  std::map<int, seq> running;
+
+  void join(int id, int32_t slot, const std::vector<std::vector<int32_t>>& prompts,
+            std::vector<int> ids, std::vector<int32_t> slots, int32_t max_tokens) {
+    (void)id;
+    (void)slot;
+    std::vector<prefill_item> items;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      items.push_back({slots[i], 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
+    auto logits = model.prefill(items);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const int32_t t = argmax(logits.row(int32_t(i)), logits.vocab);
+      running[ids[i]] = seq{slots[i], int32_t(prompts[i].size()), t, max_tokens - 1, {t}};
+    }
+  }
+
+  void step() {
+    std::vector<decode_item> items;
+    std::vector<int> order;
+    for (auto& [id, s] : running) {
+      if (s.remaining <= 0) continue;
+      items.push_back({s.slot, s.position, s.next});
+      order.push_back(id);
+    }
+    if (items.empty()) return;
+    auto logits = model.decode(items);
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto& s = running[order[i]];
+      s.next = argmax(logits.row(int32_t(i)), logits.vocab);
+      s.out.push_back(s.next);
+      ++s.position;
+      --s.remaining;
+    }
+  }
+};
+
+}  // namespace
+
+TEST(llama, greedy_matches_run_c_alone) {
+  auto expected = test::load_expected_run();
+  ASSERT_EQ(expected.prompt, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  ASSERT_EQ(expected.sequence.size(), 65u);
+  auto model = load_stories(1);
+  greedy_batch b{*model, {}};
+  b.join(0, 0, {expected.prompt}, {0}, {0}, 60);
+  for (int i = 0; i < 59; ++i) b.step();
+  EXPECT_EQ(b.running[0].out, expected.generated());
+}
+
+TEST(llama, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_slot) {
+  auto expected = test::load_expected_run();
+  for (int32_t target_slot : {0, 3, 7}) {
+    auto model = load_stories(8);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<int> ids;
+    std::vector<int32_t> slots;
+    int32_t other = 0;
+    for (int32_t s = 0; s < 8; ++s) {
+      slots.push_back(s);
+      ids.push_back(s);
+      if (s == target_slot) {
+        prompts.push_back(expected.prompt);
+      } else {
+        prompts.push_back(filler_prompt(2 + 9 * other, 100 + uint32_t(other)));
+        ++other;
+      }
+    }
+    greedy_batch b{*model, {}};
+    b.join(0, 0, prompts, ids, slots, 60);
+    for (int i = 0; i < 59; ++i) b.step();
+    EXPECT_EQ(b.running[target_slot].out, expected.generated()) << "slot " << target_slot;
+  }
+}
+
+TEST(llama, greedy_matches_while_sequences_join_and_leave) {
+  auto expected = test::load_expected_run();
+  auto model = load_stories(6);
+  greedy_batch b{*model, {}};
+  // Two sequences run first; the target joins later into slot 4 while others come and go.
+  b.join(0, 0, {filler_prompt(17, 1), filler_prompt(40, 2)}, {10, 11}, {0, 1}, 12);
+  for (int i = 0; i < 3; ++i) b.step();
+  b.join(0, 0, {expected.prompt, filler_prompt(5, 3)}, {0, 12}, {4, 2}, 60);
+  int next_id = 13;
+  std::vector<int32_t> free_slots{3, 5};
+  for (int step = 0; step < 59; ++step) {
+    b.step();
+    // Retire finished non-target sequences; every other step, new ones take the free slots.
+    for (auto it = b.running.begin(); it != b.running.end();) {
+      if (it->first != 0 && it->second.remaining <= 0) {
+        free_slots.push_back(it->second.slot);
+        it = b.running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!free_slots.empty() && step % 2 == 0) {
+      std::vector<std::vector<int32_t>> prompts;
+      std::vector<int> ids;
+      for (size_t i = 0; i < free_slots.size(); ++i) {
+        prompts.push_back(filler_prompt(3 + 11 * int32_t(i) + step, uint32_t(step)));
+        ids.push_back(next_id++);
+      }
+      b.join(0, 0, prompts, ids, free_slots, 4 + step % 7);
+      free_slots.clear();
+    }
+  }
+  EXPECT_GT(next_id, 25) << "the test should have rotated several sequences through";
+  EXPECT_EQ(b.running[0].out, expected.generated());
+}
+
+namespace {
+
+void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& tokens,
+                            const std::vector<int32_t>& check_at) {
+  runtime_options opt;
+  opt.slots = 3;
+  auto model = make_llama(w, opt);
+  ASSERT_TRUE(model) << message_of(model.error());
+  reference_llama ref(w);
+  // Prefill all but the last token in slot 2, then decode the rest one at a time.
+  const int32_t prefix = 5;
+  std::vector<std::vector<float>> expected;
+  for (int32_t p = 0; p < int32_t(tokens.size()); ++p)
+    expected.push_back(ref.forward(tokens[p], p));
+  auto pre = (*model)->prefill({{2, 0, tokens.data(), prefix, -1}});
+  auto check = [&](const float* row, int32_t pos) {
+    if (std::find(check_at.begin(), check_at.end(), pos) == check_at.end()) return;
+    float worst = 0;
+    for (int32_t i = 0; i < w.shape.vocab_size; ++i)
+      worst = std::max(worst, std::abs(row[i] - expected[pos][i]));
+    EXPECT_LT(worst, 1e-4f) << "position " << pos;
+  };
+  check(pre.row(0), prefix - 1);
+  for (int32_t p = prefix; p < int32_t(tokens.size()); ++p) {
+    auto out = (*model)->decode({{2, p, tokens[p]}});
+    check(out.row(0), p);
+  }
+  // A prefill of several tokens gives the logits of any chosen position too.
+  auto mid = (*model)->prefill({{0, 0, tokens.data(), 12, 6}});
+  check(mid.row(0), 6);
+}
+
+}  // namespace
+
+TEST(llama, logits_agree_with_plain_reference_stories260k) {
+  auto w = load_llama2c_checkpoint(test::stories_model());
+  ASSERT_TRUE(w) << message_of(w.error());
+  auto run = test::load_expected_run();
+  std::vector<int32_t> tokens(run.sequence.begin(), run.sequence.begin() + 40);
+  compare_with_reference(*w, tokens, {4, 6, 5, 10, 20, 39});
+}
+
+TEST(llama, logits_agree_with_plain_reference_synthetic) {
+  auto w = make_synthetic_weights("s15m", 7);
+  ASSERT_TRUE(w) << message_of(w.error());
+  std::vector<int32_t> tokens = filler_prompt(24, 9);
+  compare_with_reference(*w, tokens, {4, 6, 8, 15, 23});
+}
+
+TEST(llama, synthetic_weights_are_deterministic_and_seeded) {
+  auto a = make_synthetic_weights("s15m", 1);
+  auto b = make_synthetic_weights("s15m", 1);
+  auto c = make_synthetic_weights("s15m", 2);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->wq, b->wq);
+  EXPECT_NE(a->wq, c->wq);
+  EXPECT_EQ(a->shape, (llama_shape{288, 768, 6, 6, 6, 512, 512, true}));
+  auto s42 = synthetic_shape("s42m");
+  ASSERT_TRUE(s42);
+  EXPECT_EQ(*s42, (llama_shape{512, 1376, 8, 8, 8, 512, 512, true}));
+  auto bad = synthetic_shape("s7b");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(message_of(bad.error()),
+            "unknown synthetic model 'synthetic:s7b'; known: synthetic:s15m, synthetic:s42m");
+}
+
+TEST(llama, runtime_options_are_checked) {
+  auto w = load_llama2c_checkpoint(test::stories_model());
+  ASSERT_TRUE(w);
+  runtime_options opt;
+  opt.slots = 0;
+  auto m = make_llama(*w, opt);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(message_of(m.error()), "slots must be at least 1, got 0");
+  opt.slots = 2;
+  opt.context = 1024;
+  m = make_llama(*w, opt);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(message_of(m.error()),
+            "context must be between 1 and the model's seq_len 512, got 1024");
+  opt.context = 64;
+  m = make_llama(*w, opt);
+  ASSERT_TRUE(m);
+  EXPECT_EQ((*m)->context(), 64);
+  EXPECT_EQ((*m)->kv_cache_bytes(), kv_cache_bytes(w->shape, 2, 64));
+  EXPECT_EQ(kv_cache_bytes(w->shape, 2, 64), 2 * 5 * 2 * 64 * 32 * 4);
+}
+
+TEST(llama, trivial_model_is_deterministic) {
+  runtime_options opt;
+  opt.slots = 4;
+  auto m = make_trivial_model(opt);
+  std::vector<int32_t> p{1, 2, 3};
+  auto l = m->prefill({{0, 0, p.data(), 3, -1}});
+  EXPECT_EQ(argmax(l.row(0), l.vocab), (2 * 7 + 3) % 512);
+  auto d = m->decode({{1, 10, 5}, {2, 100, 5}});
+  EXPECT_EQ(argmax(d.row(0), d.vocab), 73);
+  EXPECT_EQ(argmax(d.row(1), d.vocab), 703 % 512);
+  EXPECT_TRUE(m->ignores_end_tokens());
+}
