@@ -1,0 +1,23 @@
+// The tokenizer workers and their pool.
+#pragma once
+
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "model/tokenizer.hpp"
+#include "pipeline/actors.hpp"
+
+namespace conveyor {
+
+/// One tokenizer worker: (encode, generate_request) -> sequence_request, or an error
+/// (prompt_too_long, bad_request).
+caf::behavior tokenizer_worker(caf::event_based_actor* self,
+                               std::shared_ptr<const model::tokenizer> tokenizer, int32_t context);
+
+/// A round-robin pool of `workers` tokenizer workers.
+caf::actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
+                                std::shared_ptr<const model::tokenizer> tokenizer,
+                                int32_t context);
+
+}  // namespace conveyor

@@ -1,0 +1,270 @@
+#include "pipeline/executor_core.hpp"
+
+#include <algorithm>
+
+namespace conveyor::pipeline {
+
+executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
+                             std::shared_ptr<const model::tokenizer> tokenizer)
+  : name_(std::move(name)),
+    model_(std::move(model)),
+    tokenizer_(std::move(tokenizer)),
+    max_batched_tokens_(2048) {
+  for (int32_t s = model_->slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+int32_t executor_core::free_slots() const {
+  if (static_batch_ && has_work()) return 0;
+  return static_cast<int32_t>(free_slots_.size());
+}
+
+std::vector<request_id> executor_core::active_ids() const {
+  std::vector<request_id> ids;
+  for (const auto& s : waiting_) ids.push_back(s->req.id);
+  for (const auto& s : running_)
+    if (!s->ended) ids.push_back(s->req.id);
+  return ids;
+}
+
+void executor_core::admit(std::vector<sequence_request> requests, bool static_batch,
+                          step_output& out) {
+  if (!has_work()) static_batch_ = static_batch;
+  const stamp now = now_stamp();
+  for (auto& req : requests) {
+    if (free_slots_.empty() || (static_batch_ != static_batch)) {
+      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal,
+                                         "executor " + name_ + " has no free slot",
+                                         req.times, int32_t(req.prompt.size())));
+      continue;
+    }
+    auto s = std::make_unique<sequence>(sequence{
+      std::move(req), free_slots_.back(), 0, 0, 0, false, false,
+      model::sampler{model::sampling_params{}}, model::incremental_detokenizer{tokenizer_},
+      model::stop_string_matcher{{}}, {}});
+    free_slots_.pop_back();
+    const auto& p = s->req.params;
+    s->sampler = model::sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
+    s->stops = model::stop_string_matcher{p.stop};
+    s->req.times.admitted = now;
+    waiting_.push_back(std::move(s));
+  }
+}
+
+bool executor_core::cancel(request_id id) {
+  for (auto& s : waiting_)
+    if (s->req.id == id) return s->cancel_requested = true;
+  for (auto& s : running_)
+    if (s->req.id == id && !s->ended) return s->cancel_requested = true;
+  return false;
+}
+
+bool executor_core::is_end_token(const sequence& s, int32_t token) const {
+  if (s.req.params.ignore_eos || model_->ignores_end_tokens()) return false;
+  // stories260K ends a story with BOS; llama2.c's run.c stops on BOS and EOS alike.
+  return token == tokenizer_->bos_id() || token == tokenizer_->eos_id();
+}
+
+step_output executor_core::step() {
+  step_output out;
+  const stamp now = now_stamp();
+  // Step boundary: cancellations and deadlines.
+  auto boundary = [&](sequence& s) {
+    if (s.ended) return;
+    if (s.cancel_requested)
+      finish(s, outcome::cancelled, finish_reason::none, ec::cancelled, "request cancelled", out);
+    else if (s.req.deadline != 0 && now >= s.req.deadline)
+      finish(s, outcome::expired, finish_reason::none, ec::expired,
+             "deadline passed after " + std::to_string(s.generated) + " tokens", out);
+  };
+  for (auto& s : waiting_) boundary(*s);
+  for (auto& s : running_) boundary(*s);
+  release_ended();
+  const size_t already_running = running_.size();
+  if (!waiting_.empty()) prefill(out);
+  if (already_running > 0) decode(out);
+  release_ended();
+  return out;
+}
+
+void executor_core::prefill(step_output& out) {
+  // Take waiting sequences up to the token budget (always at least one).
+  std::vector<std::unique_ptr<sequence>> batch;
+  int64_t tokens = 0;
+  int32_t longest = 0;
+  while (!waiting_.empty()) {
+    auto& s = waiting_.front();
+    if (s->ended) {
+      waiting_.pop_front();
+      continue;
+    }
+    const int32_t n = int32_t(s->req.prompt.size());
+    const int32_t padded = static_batch_ ? std::max(longest, n) : n;
+    const int64_t cost = static_batch_ ? int64_t(padded) * int64_t(batch.size() + 1)
+                                       : tokens + n;
+    if (!batch.empty() && cost > max_batched_tokens_ && !static_batch_) break;
+    longest = std::max(longest, n);
+    tokens += n;
+    batch.push_back(std::move(s));
+    waiting_.pop_front();
+  }
+  if (batch.empty()) return;
+  const stamp start = now_stamp();
+  prefill_items_.clear();
+  padded_prompts_.resize(batch.size());
+  int64_t padded_tokens = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& s = *batch[i];
+    const int32_t n = int32_t(s.req.prompt.size());
+    if (static_batch_ && n < longest) {
+      // Right padding: the pad tokens sit after the prompt, where the causal mask keeps them
+      // from changing the prompt's logits; decoding later overwrites their cache rows.
+      auto& p = padded_prompts_[i];
+      p.assign(s.req.prompt.begin(), s.req.prompt.end());
+      p.resize(size_t(std::min(longest, model_->context())), s.req.prompt.back());
+      prefill_items_.push_back({s.slot, 0, p.data(), int32_t(p.size()), n - 1});
+      padded_tokens += int64_t(p.size());
+    } else {
+      prefill_items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1});
+      padded_tokens += n;
+    }
+  }
+  auto logits = model_->prefill(prefill_items_);
+  const stamp done = now_stamp();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& s = *batch[i];
+    s.position = int32_t(s.req.prompt.size());
+    running_.push_back(std::move(batch[i]));
+    emit(*running_.back(), s.sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
+  }
+  out.step_timings.push_back(step_timing{name_, step_kind::prefill, prefill_items_.size(),
+                                         size_t(tokens), size_t(padded_tokens),
+                                         to_time_point(start),
+                                         std::chrono::nanoseconds(done - start)});
+}
+
+void executor_core::decode(step_output& out) {
+  decode_items_.clear();
+  decode_rows_.clear();
+  size_t real = 0;
+  for (auto& s : running_) {
+    if (s->position >= model_->context()) continue;
+    if (s->ended) {
+      // A finished member of a static batch still takes its row, as a padded batch does.
+      if (!static_batch_) continue;
+      decode_items_.push_back({s->slot, s->position, s->next_token});
+      decode_rows_.push_back(nullptr);
+      ++s->position;
+      continue;
+    }
+    decode_items_.push_back({s->slot, s->position, s->next_token});
+    decode_rows_.push_back(s.get());
+    ++real;
+  }
+  if (real == 0) return;
+  const stamp start = now_stamp();
+  auto logits = model_->decode(decode_items_);
+  const stamp done = now_stamp();
+  for (size_t i = 0; i < decode_rows_.size(); ++i) {
+    sequence* s = decode_rows_[i];
+    if (s == nullptr) continue;
+    ++s->position;
+    emit(*s, s->sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
+  }
+  out.step_timings.push_back(step_timing{name_, step_kind::decode, decode_items_.size(), real,
+                                         decode_items_.size(), to_time_point(start),
+                                         std::chrono::nanoseconds(done - start)});
+}
+
+void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {
+  if (s.req.times.first_token == 0) s.req.times.first_token = now;
+  s.token_times.push_back(to_time_point(now));
+  if (is_end_token(s, token)) {
+    finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);
+    return;
+  }
+  s.next_token = token;
+  ++s.generated;
+  std::string text = s.stops.push(s.detokenizer.push(token));
+  if (!text.empty() || !s.stops.stopped()) {
+    if (!out.chunks.empty() && out.chunks.back().id == s.req.id) {
+      out.chunks.back().text += text;
+      out.chunks.back().tokens.push_back(token);
+    } else {
+      out.chunks.push_back(token_chunk{s.req.id, std::move(text), {token}});
+    }
+  }
+  if (s.stops.stopped()) {
+    finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);
+  } else if (s.generated >= s.req.params.max_tokens || s.position + 1 >= model_->context()) {
+    finish(s, outcome::finished, finish_reason::length, ec::none, {}, out);
+  }
+}
+
+void executor_core::finish(sequence& s, outcome how, finish_reason reason, ec code,
+                           std::string message, step_output& out) {
+  if (s.ended) return;
+  s.ended = true;
+  request_result r;
+  r.id = s.req.id;
+  r.how = how;
+  r.reason = reason;
+  r.code = code;
+  r.message = std::move(message);
+  r.prompt_tokens = int32_t(s.req.prompt.size());
+  r.completion_tokens = s.generated;
+  r.times = s.req.times;
+  r.times.finished = now_stamp();
+  if (how == outcome::finished && !s.stops.stopped()) {
+    r.tail = s.stops.push(s.detokenizer.flush());
+    r.tail += s.stops.flush();
+  } else if (how == outcome::finished) {
+    s.detokenizer.flush();
+  }
+  request_timing t;
+  t.outcome = how;
+  t.reason = reason;
+  t.arrival = to_time_point(r.times.arrival);
+  if (r.times.tokenized) t.tokenized = to_time_point(r.times.tokenized);
+  if (r.times.queued) t.queued = to_time_point(r.times.queued);
+  if (r.times.admitted) t.admitted = to_time_point(r.times.admitted);
+  if (r.times.first_token) t.first_token = to_time_point(r.times.first_token);
+  t.finished = to_time_point(r.times.finished);
+  t.prompt_tokens = size_t(r.prompt_tokens);
+  t.output_tokens = size_t(r.completion_tokens);
+  t.token_times = std::move(s.token_times);
+  out.request_timings.push_back(std::move(t));
+  out.results.push_back(std::move(r));
+}
+
+void executor_core::release_ended() {
+  // A static batch holds every slot until all of its members have ended.
+  if (static_batch_) {
+    bool all_ended = waiting_.empty();
+    for (auto& s : running_) all_ended = all_ended && s->ended;
+    if (!all_ended) return;
+  }
+  auto release = [&](auto& container) {
+    for (auto it = container.begin(); it != container.end();) {
+      if ((*it)->ended) {
+        free_slots_.push_back((*it)->slot);
+        it = container.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  release(waiting_);
+  release(running_);
+}
+
+void executor_core::abort_all(outcome how, ec code, const std::string& message,
+                              step_output& out) {
+  for (auto& s : waiting_) finish(*s, how, finish_reason::none, code, message, out);
+  for (auto& s : running_) finish(*s, how, finish_reason::none, code, message, out);
+  bool was_static = static_batch_;
+  static_batch_ = false;
+  release_ended();
+  static_batch_ = was_static && has_work();
+}
+
+}  // namespace conveyor::pipeline

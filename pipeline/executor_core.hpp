@@ -1,0 +1,113 @@
+// The scheduler of one executor: its running set, KV slots and the step loop, without actors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/causal_lm.hpp"
+#include "model/detokenizer.hpp"
+#include "model/sampler.hpp"
+#include "model/stop_strings.hpp"
+#include "model/tokenizer.hpp"
+#include "pipeline/request.hpp"
+#include "pipeline/timing.hpp"
+
+namespace conveyor::pipeline {
+
+/// What one step produced: text for sinks, requests that ended, and timings for metrics.
+struct step_output {
+  std::vector<token_chunk> chunks;
+  std::vector<request_result> results;
+  std::vector<request_timing> request_timings;
+  std::vector<step_timing> step_timings;
+  bool empty() const { return chunks.empty() && results.empty(); }
+};
+
+/// Runs sequences on one model. Iteration-level: sequences join between steps and leave the
+/// moment they end. In a static batch (the `seed` policy) the whole batch is padded to its
+/// longest prompt, and finished members keep their rows until every member has finished.
+/// Only the executor's thread touches it.
+class executor_core {
+public:
+  executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
+                std::shared_ptr<const model::tokenizer> tokenizer);
+
+  /// Name used in metrics ("cpu:0").
+  const std::string& name() const { return name_; }
+
+  /// The model.
+  const model::causal_lm& model() const { return *model_; }
+
+  /// Sequences this executor can take now (0 while a static batch runs).
+  int32_t free_slots() const;
+
+  /// Sequences admitted and not yet ended.
+  int32_t active() const { return static_cast<int32_t>(running_.size() + waiting_.size()); }
+
+  /// True when a step would do work.
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+  /// Takes requests into the running set; they are prefilled at the next step. `static_batch`
+  /// marks a batch of the `seed` policy. Requests beyond the free slots end as failed.
+  void admit(std::vector<sequence_request> requests, bool static_batch, step_output& out);
+
+  /// Asks that a request end as cancelled at the next step boundary. False if unknown here.
+  bool cancel(request_id id);
+
+  /// One step: ends cancelled and expired sequences, prefills the newly admitted ones (up to
+  /// the token budget), then decodes one token for every sequence that was already running.
+  step_output step();
+
+  /// Ends every sequence with `how` (shutdown, drain), reporting each.
+  void abort_all(outcome how, ec code, const std::string& message, step_output& out);
+
+  /// Ids of the sequences admitted and not yet ended.
+  std::vector<request_id> active_ids() const;
+
+  /// Tokens per prefill pass.
+  void set_max_batched_tokens(int32_t n) { max_batched_tokens_ = n; }
+
+private:
+  struct sequence {
+    sequence_request req;
+    int32_t slot = 0;
+    int32_t position = 0;    // position of next_token
+    int32_t next_token = 0;  // sampled, not yet fed to the model
+    int32_t generated = 0;
+    bool ended = false;  // a static batch keeps ended members until the batch ends
+    bool cancel_requested = false;
+    model::sampler sampler;
+    model::incremental_detokenizer detokenizer;
+    model::stop_string_matcher stops;
+    std::vector<time_point> token_times;
+  };
+
+  void prefill(step_output& out);
+  void decode(step_output& out);
+  void emit(sequence& s, int32_t token, stamp now, step_output& out);
+  void finish(sequence& s, outcome how, finish_reason reason, ec code, std::string message,
+              step_output& out);
+  void release_ended();
+  bool is_end_token(const sequence& s, int32_t token) const;
+
+  std::string name_;
+  std::unique_ptr<model::causal_lm> model_;
+  std::shared_ptr<const model::tokenizer> tokenizer_;
+  int32_t max_batched_tokens_;
+  std::vector<int32_t> free_slots_;
+  std::deque<std::unique_ptr<sequence>> waiting_;   // admitted, not yet prefilled
+  std::vector<std::unique_ptr<sequence>> running_;  // prefilled
+  bool static_batch_ = false;
+  // Reused across steps.
+  std::vector<model::prefill_item> prefill_items_;
+  std::vector<std::vector<int32_t>> padded_prompts_;
+  std::vector<model::decode_item> decode_items_;
+  std::vector<sequence*> decode_rows_;
+};
+
+}  // namespace conveyor::pipeline

@@ -1,0 +1,162 @@
+// What a request is on its way through the pipeline: the client's ask, the tokenized work item
+// the batcher queues, what the sink hears, and the time stamps of every stage.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "common/error.hpp"
+#include "pipeline/timing.hpp"
+
+namespace conveyor {
+
+/// Identifies a request for its whole life; unique within one pipeline.
+using request_id = uint64_t;
+
+/// Nanoseconds on the steady clock of this machine (so that messages stay serializable).
+using stamp = int64_t;
+
+/// Now, as a stamp.
+inline stamp now_stamp() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+/// Seconds between two stamps.
+inline double seconds_between(stamp from, stamp to) { return double(to - from) * 1e-9; }
+
+/// How a request ended (finished, cancelled, expired, rejected, failed): exactly once each.
+using pipeline::outcome;
+
+/// Why a finished request stopped: "stop" (end token or stop string) or "length".
+using pipeline::finish_reason;
+
+/// Converts a stamp to a time point of the steady clock.
+inline std::chrono::steady_clock::time_point to_time_point(stamp s) {
+  return std::chrono::steady_clock::time_point{std::chrono::nanoseconds{s}};
+}
+
+/// Sampling and stopping of one request.
+struct generation_params {
+  int32_t max_tokens = 16;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  /// Generate exactly max_tokens, ignoring end tokens (benchmarks on random weights do).
+  bool ignore_eos = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
+  return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p,
+           x.top_k, x.seed, x.stop, x.ignore_eos);
+}
+
+/// Time stamps of one request's stages (0 = not reached).
+struct request_times {
+  stamp arrival = 0;
+  stamp tokenized = 0;
+  stamp queued = 0;
+  stamp admitted = 0;
+  stamp first_token = 0;
+  stamp finished = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_times& x) {
+  return f(caf::meta::type_name("request_times"), x.arrival, x.tokenized, x.queued, x.admitted,
+           x.first_token, x.finished);
+}
+
+/// A client's request as it enters the pipeline.
+struct generate_request {
+  /// 0 lets the pipeline assign one; the assigned id is in every message the sink receives.
+  request_id id = 0;
+  std::string prompt;
+  /// When not empty, used instead of tokenizing `prompt` (BOS included).
+  std::vector<int32_t> prompt_tokens;
+  generation_params params;
+  /// Higher runs first; FIFO within one level.
+  int32_t priority = 0;
+  /// Seconds from arrival until the request expires; 0 uses the pipeline's default.
+  double timeout_s = 0;
+  /// When the client sent it (0: when the pipeline received it).
+  stamp arrival = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
+  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.prompt_tokens, x.params,
+           x.priority, x.timeout_s, x.arrival);
+}
+
+/// A tokenized request, as the batcher queues it and an executor runs it.
+struct sequence_request {
+  request_id id = 0;
+  std::vector<int32_t> prompt;
+  generation_params params;
+  int32_t priority = 0;
+  /// Absolute deadline on the steady clock; 0 for none.
+  stamp deadline = 0;
+  request_times times;
+  /// Tokens queued before this one arrived; ties of priority go first-come first-served.
+  uint64_t sequence_number = 0;
+
+  /// The tokens this request can occupy: prompt plus its generation limit.
+  int64_t token_cost() const { return int64_t(prompt.size()) + params.max_tokens; }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
+  return f(caf::meta::type_name("sequence_request"), x.id, x.prompt, x.params, x.priority,
+           x.deadline, x.times, x.sequence_number);
+}
+
+/// New output of one request from one step: text safe to show (UTF-8 complete, stop strings
+/// held back) and the token ids behind it.
+struct token_chunk {
+  request_id id = 0;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_chunk& x) {
+  return f(caf::meta::type_name("token_chunk"), x.id, x.text, x.tokens);
+}
+
+/// The one final message of a request.
+struct request_result {
+  request_id id = 0;
+  outcome how = outcome::finished;
+  /// For finished requests.
+  finish_reason reason = finish_reason::none;
+  /// For the others: what went wrong (ec::rejected_queue_full, ec::expired, ...).
+  ec code = ec::none;
+  std::string message;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  request_times times;
+  /// Text still held back when the request ended (empty unless it ended mid-character).
+  std::string tail;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_result& x) {
+  return f(caf::meta::type_name("request_result"), x.id, x.how, x.reason, x.code, x.message,
+           x.prompt_tokens, x.completion_tokens, x.times, x.tail);
+}
+
+/// Builds the final message of a request that ends without finishing.
+request_result make_failure(request_id id, outcome how, ec code, std::string message,
+                            const request_times& times, int32_t prompt_tokens = 0,
+                            int32_t completion_tokens = 0);
+
+}  // namespace conveyor
