@@ -1,0 +1,315 @@
+// Metrics aggregation: turns timing events into histograms, counters and gauges, rendered as
+// Prometheus text, a JSON snapshot or a one-line summary.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipeline/timing.hpp"
+
+namespace conveyor::pipeline {
+
+// -- percentiles ---------------------------------------------------------------------------------
+
+/// Returns the `q`-th percentile of `samples`, `q` in [0, 100] (clamped), with numpy's default
+/// definition ("linear"): sort the n samples into x[0..n-1], let h = (n - 1) * q / 100, and
+/// interpolate linearly between the closest ranks: x[floor(h)] + (h - floor(h)) *
+/// (x[floor(h) + 1] - x[floor(h)]). E.g. for {1, ..., 10}: p50 = 5.5, p90 = 9.1, p99 = 9.91.
+/// One sample is every percentile. Returns NaN when `samples` is empty or `q` is NaN. The
+/// samples must not contain NaN. Runs in O(n) (selection, no full sort).
+double percentile(std::vector<double> samples, double q);
+
+// -- histogram -----------------------------------------------------------------------------------
+
+/// A Prometheus-style histogram with fixed bucket bounds, plus a bounded reservoir of raw
+/// samples for percentiles.
+///
+/// Buckets, `count` and `sum` are exact over every observation, so `mean` is exact. Percentiles
+/// come from a uniform random sample of the observations (reservoir sampling, Vitter's algorithm
+/// R, with a fixed seed so runs are reproducible): exact while `count() <= reservoir_capacity`,
+/// an unbiased estimate of the whole history after that. Not thread-safe.
+class histogram {
+ public:
+  // -- constants ---------------------------------------------------------------------------------
+
+  /// The default number of raw samples a histogram keeps for percentiles (32 KiB).
+  static constexpr std::size_t default_reservoir_capacity = 4096;
+
+  // -- constructors ------------------------------------------------------------------------------
+
+  /// Makes an empty histogram with the given finite upper bounds (strictly ascending; the
+  /// `+Inf` bucket is implied) and a reservoir of `reservoir_capacity` samples.
+  explicit histogram(std::vector<double> upper_bounds,
+                     std::size_t reservoir_capacity = default_reservoir_capacity);
+
+  // -- modifiers ---------------------------------------------------------------------------------
+
+  /// Adds one observation. NaN is ignored.
+  void observe(double x);
+
+  /// Forgets every observation; keeps the bounds and the capacity.
+  void reset();
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  /// The finite upper bounds of the buckets (inclusive: `x <= bound`), ascending.
+  const std::vector<double>& upper_bounds() const noexcept { return upper_bounds_; }
+
+  /// The cumulative bucket counts as Prometheus exposes them: element i counts observations
+  /// `<= upper_bounds()[i]`; one more last element, the `+Inf` bucket, equals `count()`.
+  std::vector<uint64_t> cumulative_counts() const;
+
+  /// The number of observations.
+  uint64_t count() const noexcept { return count_; }
+
+  /// The sum of the observations.
+  double sum() const noexcept { return sum_; }
+
+  /// The exact mean of the observations; NaN when there are none.
+  double mean() const noexcept;
+
+  /// The `q`-th percentile (`q` in [0, 100]) of the reservoir as `pipeline::percentile` defines
+  /// it; NaN when there are no observations.
+  double percentile(double q) const;
+
+  /// The raw samples kept for percentiles, in no particular order.
+  const std::vector<double>& reservoir() const noexcept { return reservoir_; }
+
+ private:
+  std::vector<double> upper_bounds_;
+  // Per bucket (not cumulative); one more than `upper_bounds_`, the last is the +Inf bucket.
+  std::vector<uint64_t> bucket_counts_;
+  uint64_t count_ = 0;
+  double sum_ = 0;
+  std::size_t reservoir_capacity_;
+  std::vector<double> reservoir_;
+  uint64_t rng_state_;
+};
+
+// -- summary -------------------------------------------------------------------------------------
+
+/// The main numbers of a registry, for a one-line log or a benchmark table. Times in seconds;
+/// NaN where there were no observations.
+struct summary {
+  /// Requests that ended as `outcome::finished`.
+  uint64_t finished = 0;
+  /// Requests that ended as `outcome::cancelled`.
+  uint64_t cancelled = 0;
+  /// Requests that ended as `outcome::expired`.
+  uint64_t expired = 0;
+  /// Requests that ended as `outcome::rejected`.
+  uint64_t rejected = 0;
+  /// Requests that ended as `outcome::failed`.
+  uint64_t failed = 0;
+  /// Prompt tokens of admitted requests.
+  uint64_t prompt_tokens = 0;
+  /// Output tokens of all requests.
+  uint64_t generation_tokens = 0;
+  /// Median queue time.
+  double queue_time_p50 = 0;
+  /// 99th percentile of queue time.
+  double queue_time_p99 = 0;
+  /// Median time to first token.
+  double ttft_p50 = 0;
+  /// 99th percentile of time to first token.
+  double ttft_p99 = 0;
+  /// Mean inter-token latency.
+  double itl_mean = 0;
+  /// Median time per output token.
+  double tpot_p50 = 0;
+  /// Median end-to-end latency.
+  double e2e_p50 = 0;
+  /// 99th percentile of end-to-end latency.
+  double e2e_p99 = 0;
+  /// Mean sequences per step (all kinds).
+  double batch_size_mean = 0;
+  /// Mean padding fraction per step.
+  double padding_fraction_mean = 0;
+  /// Generated tokens per second (see `metrics_registry::tokens_per_second`).
+  double tokens_per_second = 0;
+};
+
+// -- registry ------------------------------------------------------------------------------------
+
+/// Aggregates the timing events of a pipeline. The metrics actor owns one and turns each event
+/// it receives into a `record` call; `GET /metrics` serves `prometheus_text`, the bench command
+/// and the JSON endpoint use `json_snapshot` and `summarize`. Not thread-safe: one owner.
+///
+/// What a request adds (stamps a request lacks add nothing):
+/// - every request: `requests(outcome)`, its output tokens to `generation_tokens_total`;
+/// - admitted requests: their prompt tokens to `prompt_tokens_total`;
+/// - queued and admitted: `queue_time` (queued -> admitted);
+/// - with a first token: `time_to_first_token` (arrival -> first token);
+/// - each gap between consecutive `token_times`: `inter_token_latency`;
+/// - finished requests only: `finished(reason)` (stop, length), `e2e_latency` (arrival ->
+///   finished), `request_prompt_tokens`, `request_output_tokens`, and with two or more output
+///   tokens `time_per_output_token` ((finished - first token) / (output tokens - 1)).
+///
+/// What a step adds: `batch_size`, `step_time(kind)`, the executor's busy time, and when
+/// `padded_tokens > 0` a `padding_fraction` of (padded_tokens - tokens) / padded_tokens.
+class metrics_registry {
+ public:
+  // -- member types ------------------------------------------------------------------------------
+
+  /// Returns the current time; the end of the wall time in busy ratios.
+  using clock_function = std::function<time_point()>;
+
+  // -- constructors ------------------------------------------------------------------------------
+
+  /// Makes an empty registry that reads the time from `now` (tests pass a fixed clock) and keeps
+  /// `reservoir_capacity` raw samples per histogram for percentiles.
+  explicit metrics_registry(clock_function now = timing_clock::now,
+                            std::size_t reservoir_capacity = histogram::default_reservoir_capacity);
+
+  // -- recording ---------------------------------------------------------------------------------
+
+  /// Adds the timings of one ended request.
+  void record(const request_timing& x);
+
+  /// Adds the timings of one executor step.
+  void record(const step_timing& x);
+
+  /// Starts (or restarts, forgetting its busy time) the wall time of an executor's busy ratio.
+  void record(const executor_started& x);
+
+  /// Sets the gauge of requests waiting in the batcher's queue.
+  void set_queue_depth(std::size_t requests);
+
+  /// Sets the gauge of sequences running on `executor`.
+  void set_running_sequences(const std::string& executor, std::size_t sequences);
+
+  /// Forgets everything recorded and set; keeps the clock and the capacity.
+  void reset();
+
+  // -- counters ----------------------------------------------------------------------------------
+
+  /// Requests that ended with `x`.
+  uint64_t requests(outcome x) const noexcept;
+
+  /// Requests recorded, of every outcome.
+  uint64_t requests_total() const noexcept;
+
+  /// Finished requests that stopped for `x` (`finish_reason::none` counts nothing).
+  uint64_t finished(finish_reason x) const noexcept;
+
+  /// Prompt tokens of admitted requests.
+  uint64_t prompt_tokens_total() const noexcept { return prompt_tokens_total_; }
+
+  /// Output tokens of all requests.
+  uint64_t generation_tokens_total() const noexcept { return generation_tokens_total_; }
+
+  /// Generated tokens per second over the span of the recorded requests (earliest arrival to
+  /// latest end); 0 when the span is empty.
+  double tokens_per_second() const noexcept;
+
+  // -- histograms --------------------------------------------------------------------------------
+
+  /// Seconds from entering the queue to admission.
+  const histogram& queue_time() const noexcept { return queue_time_; }
+
+  /// Seconds from arrival to the first output token.
+  const histogram& time_to_first_token() const noexcept { return time_to_first_token_; }
+
+  /// Seconds between consecutive output tokens of a request.
+  const histogram& inter_token_latency() const noexcept { return inter_token_latency_; }
+
+  /// Seconds per output token after the first, per finished request.
+  const histogram& time_per_output_token() const noexcept { return time_per_output_token_; }
+
+  /// Seconds from arrival to the end, per finished request.
+  const histogram& e2e_latency() const noexcept { return e2e_latency_; }
+
+  /// Prompt tokens per finished request.
+  const histogram& request_prompt_tokens() const noexcept { return request_prompt_tokens_; }
+
+  /// Output tokens per finished request.
+  const histogram& request_output_tokens() const noexcept { return request_output_tokens_; }
+
+  /// Sequences per step.
+  const histogram& batch_size() const noexcept { return batch_size_; }
+
+  /// Fraction of padding tokens per step, in [0, 1].
+  const histogram& padding_fraction() const noexcept { return padding_fraction_; }
+
+  /// Seconds per step of kind `x`.
+  const histogram& step_time(step_kind x) const noexcept;
+
+  // -- gauges ------------------------------------------------------------------------------------
+
+  /// The executors seen (in steps, starts or running-sequence gauges), sorted.
+  std::vector<std::string> executors() const;
+
+  /// Sum of `executor`'s step durations, in seconds; 0 for an unknown executor.
+  double busy_seconds(const std::string& executor) const;
+
+  /// Busy seconds divided by the wall time from the executor's start to now, clamped to [0, 1];
+  /// 0 for an unknown executor or an empty wall time.
+  double busy_ratio(const std::string& executor) const;
+
+  /// The last value of `set_queue_depth`.
+  std::size_t queue_depth() const noexcept { return queue_depth_; }
+
+  /// The last value of `set_running_sequences` for `executor`; 0 when never set.
+  std::size_t running_sequences(const std::string& executor) const;
+
+  // -- rendering ---------------------------------------------------------------------------------
+
+  /// Everything in the Prometheus text exposition format 0.0.4, names `conveyor_*`, times in
+  /// seconds. Every series appears from the start (zero-valued), so scrapes see no gaps.
+  std::string prometheus_text() const;
+
+  /// A JSON object: `requests` (per outcome and `total`), `finish_reasons`, `tokens` (`prompt`,
+  /// `generation`, `per_second`), `histograms` (per histogram `count`, `sum`, `mean`, `p50`,
+  /// `p90`, `p99`; `step_time_seconds` per kind; null where empty) and `gauges` (`queue_depth`,
+  /// `running_sequences` and `executor_busy_ratio` per executor).
+  std::string json_snapshot() const;
+
+  /// The main numbers.
+  pipeline::summary summarize() const;
+
+  /// The main numbers on one line, e.g. "requests finished=120 cancelled=0 expired=0 rejected=3
+  /// failed=0 | queue p50=1.2ms p99=3.4ms | ttft p50=12ms p99=40ms | itl mean=2.1ms | tpot
+  /// p50=2ms | e2e p50=450ms p99=1.2s | batch mean=7.5 pad=12.0% | tok/s=1234.5".
+  std::string summary_line() const;
+
+ private:
+  // -- member types ------------------------------------------------------------------------------
+
+  /// The busy time of one executor.
+  struct executor_busy {
+    time_point started;
+    double busy_seconds = 0;
+  };
+
+  // -- member variables --------------------------------------------------------------------------
+
+  clock_function now_;
+  std::array<uint64_t, outcome_count> requests_{};
+  uint64_t finished_stop_ = 0;
+  uint64_t finished_length_ = 0;
+  uint64_t prompt_tokens_total_ = 0;
+  uint64_t generation_tokens_total_ = 0;
+  // The span of the recorded requests, for tokens per second.
+  time_point first_arrival_ = time_point::max();
+  time_point last_end_ = time_point::min();
+  histogram queue_time_;
+  histogram time_to_first_token_;
+  histogram inter_token_latency_;
+  histogram time_per_output_token_;
+  histogram e2e_latency_;
+  histogram request_prompt_tokens_;
+  histogram request_output_tokens_;
+  histogram batch_size_;
+  histogram padding_fraction_;
+  std::array<histogram, step_kind_count> step_time_;
+  std::map<std::string, executor_busy> busy_;
+  std::map<std::string, std::size_t> running_sequences_;
+  std::size_t queue_depth_ = 0;
+};
+
+}  // namespace conveyor::pipeline
