@@ -98,6 +98,14 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
 /// Bytes the KV cache of `shape` needs for `slots` x `context` tokens (float32).
 int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context);
 
+/// Resolves a model or tokenizer path: as given when it exists, else relative to the source tree
+/// (so that the default "models/stories260K/..." works from any directory). Specs such as
+/// "synthetic:s15m" and "trivial" are returned unchanged.
+std::string resolve_path(const std::string& path);
+
+/// The shape a model spec will have, read without loading the weights.
+expected<llama_shape> shape_of(const std::string& spec);
+
 /// The embedded default model (models/stories260K/stories260K.bin in the source tree).
 std::string default_model_path();
 

@@ -100,6 +100,21 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
   return make_llama(*weights, options);
 }
 
+std::string resolve_path(const std::string& path) {
+  if (path.empty() || path == "trivial" || path.rfind("synthetic:", 0) == 0) return path;
+  if (path[0] == '/' || file_exists(path)) return path;
+  auto source_dir = std::string{CONVEYOR_DEFAULT_MODEL_DIR};
+  source_dir = directory_of(directory_of(source_dir));  // models/stories260K -> repo root
+  auto candidate = source_dir + "/" + path;
+  return file_exists(candidate) ? candidate : path;
+}
+
+expected<llama_shape> shape_of(const std::string& spec) {
+  if (spec == "trivial") return llama_shape{8, 8, 1, 1, 1, 512, 512, true};
+  if (spec.rfind("synthetic:", 0) == 0) return synthetic_shape(spec.substr(10));
+  return read_llama2c_shape(spec);
+}
+
 std::string default_model_path() {
   return std::string{CONVEYOR_DEFAULT_MODEL_DIR} + "/stories260K.bin";
 }

@@ -1,7 +1,42 @@
 // conveyor: the command-line entry point (serve, generate, bench, worker, config).
 #include <cstdio>
+#include <map>
 
-int main() {
-  std::puts("conveyor");
-  return 0;
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "apps/conveyor/commands.hpp"
+
+namespace conveyor::app {
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("conveyor");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+}
+
+}  // namespace conveyor::app
+
+int main(int argc, char** argv) {
+  using namespace conveyor::app;
+  CLI::App app{"Conveyor: low-latency serving of causal language models (CAF actors + libtorch)"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, command_fn> commands;
+  auto add = [&](command_fn (*adder)(CLI::App&)) {
+    auto before = app.get_subcommands({});
+    auto fn = adder(app);
+    auto after = app.get_subcommands({});
+    commands[after.back()] = std::move(fn);
+  };
+  add(add_generate);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto* sub : app.get_subcommands())
+    if (auto it = commands.find(sub); it != commands.end()) return it->second();
+  return 1;
 }

@@ -1,0 +1,291 @@
+// The batcher actor: it owns every request from arrival until an executor ends it.
+#include "actors/batcher_actor.hpp"
+
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace conveyor {
+
+namespace {
+
+/// Where a live request is.
+enum class stage : uint8_t { tokenizing, waiting, running };
+
+struct live_request {
+  sink_actor sink;
+  stage where = stage::tokenizing;
+  bool cancel_requested = false;
+  executor_actor executor;
+};
+
+struct executor_entry {
+  executor_actor handle;
+  executor_report report;
+  /// Requests sent to it so far.
+  uint64_t sent = 0;
+};
+
+struct batcher_state {
+  static inline const char* name = "batcher";
+
+  batcher_settings settings;
+  std::unique_ptr<pipeline::batching_policy> policy;
+  std::unique_ptr<pipeline::waiting_queue> queue;
+  std::unordered_map<request_id, live_request> live;
+  std::unordered_map<caf::actor_addr, executor_entry> executors;
+  caf::actor tokenizers;
+  metrics_actor metrics;
+  request_id next_id = uint64_t{1} << 62;
+  bool draining = false;
+  std::string drain_message;
+  uint64_t timer_generation = 0;
+  stamp timer_at = 0;
+  timing_batch pending_timings;
+};
+
+using batcher_pointer = batcher_actor::stateful_pointer<batcher_state>;
+
+void flush_timings(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.pending_timings.empty()) return;
+  self->send(st.metrics, std::move(st.pending_timings));
+  st.pending_timings = timing_batch{};
+}
+
+/// Ends a request that no executor holds: the sink hears it, metrics count it.
+void end_here(batcher_pointer self, request_id id, outcome how, ec code, std::string message,
+              const request_times& times, int32_t prompt_tokens) {
+  auto& st = self->state;
+  auto it = st.live.find(id);
+  if (it == st.live.end()) return;
+  auto result = make_failure(id, how, code, std::move(message), times, prompt_tokens);
+  pipeline::request_timing t;
+  t.outcome = how;
+  t.arrival = to_time_point(times.arrival);
+  if (times.tokenized) t.tokenized = to_time_point(times.tokenized);
+  if (times.queued) t.queued = to_time_point(times.queued);
+  t.finished = to_time_point(result.times.finished);
+  t.prompt_tokens = size_t(prompt_tokens);
+  st.pending_timings.requests.push_back(std::move(t));
+  self->send(it->second.sink, std::move(result));
+  st.live.erase(it);
+}
+
+void arm_timer(batcher_pointer self);
+
+/// Gives work to every executor the policy wants to feed now.
+void dispatch(batcher_pointer self) {
+  auto& st = self->state;
+  const stamp now = now_stamp();
+  // Deadlines first: expired requests never reach an executor.
+  for (auto& req : st.queue->expire(now))
+    end_here(self, req.id, outcome::expired, ec::expired,
+             "deadline passed while waiting in the queue", req.times,
+             int32_t(req.prompt.size()));
+  for (auto& [addr, e] : st.executors) {
+    if (st.queue->empty()) break;
+    // Requests sent but not yet received count as taken.
+    const int32_t in_flight = int32_t(e.sent - e.report.received);
+    pipeline::executor_view view{e.report.free_slots - in_flight, e.report.active + in_flight};
+    if (view.free_slots <= 0) continue;
+    auto picked = st.policy->select(*st.queue, view, now);
+    if (picked.empty()) continue;
+    std::vector<work_item> items;
+    items.reserve(picked.size());
+    for (auto& req : picked) {
+      auto& l = st.live[req.id];
+      l.where = stage::running;
+      l.executor = e.handle;
+      items.push_back(work_item{std::move(req), l.sink});
+    }
+    e.sent += items.size();
+    self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());
+  }
+  self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"},
+             double(st.queue->size()));
+  flush_timings(self);
+  arm_timer(self);
+}
+
+/// Wakes the batcher at the next deadline or partial-batch flush.
+void arm_timer(batcher_pointer self) {
+  auto& st = self->state;
+  if (st.queue->empty()) return;
+  const stamp now = now_stamp();
+  stamp at = st.queue->earliest_deadline();
+  const stamp retry = st.policy->retry_at(*st.queue, now);
+  // A flush time already past was seen by the policy just now: the next pull brings it back.
+  if (retry > now && (at == 0 || retry < at)) at = retry;
+  if (at == 0 || (st.timer_at != 0 && st.timer_at <= at && st.timer_at > now)) return;
+  st.timer_at = at;
+  const auto delay = std::chrono::nanoseconds(std::max<stamp>(at - now, 0) + 100000);
+  self->delayed_send(self, delay, atom::wakeup::value, ++st.timer_generation);
+}
+
+void enqueue(batcher_pointer self, sequence_request req) {
+  auto& st = self->state;
+  auto it = st.live.find(req.id);
+  if (it == st.live.end()) return;
+  if (it->second.cancel_requested) {
+    end_here(self, req.id, outcome::cancelled, ec::cancelled, "request cancelled", req.times,
+             int32_t(req.prompt.size()));
+    return;
+  }
+  if (st.draining) {
+    end_here(self, req.id, outcome::rejected, ec::shutting_down, st.drain_message, req.times,
+             int32_t(req.prompt.size()));
+    return;
+  }
+  req.times.queued = now_stamp();
+  const auto id = req.id;
+  const auto times = req.times;
+  const auto prompt_tokens = int32_t(req.prompt.size());
+  if (auto full = st.queue->push(std::move(req))) {
+    end_here(self, id, outcome::rejected, ec::rejected_queue_full, *full, times, prompt_tokens);
+    flush_timings(self);
+    return;
+  }
+  it->second.where = stage::waiting;
+  dispatch(self);
+}
+
+batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings settings,
+                                     caf::actor tokenizers, metrics_actor metrics) {
+  auto& st = self->state;
+  st.settings = settings;
+  st.policy = pipeline::make_policy(settings.options);
+  st.queue = std::make_unique<pipeline::waiting_queue>(settings.options.max_queued_requests,
+                                                       settings.options.max_queued_tokens);
+  st.tokenizers = std::move(tokenizers);
+  st.metrics = std::move(metrics);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto it = st.executors.find(dm.source);
+    if (it == st.executors.end()) return;
+    spdlog::error("executor {} lost: {}", it->second.report.name, caf::to_string(dm.reason));
+    // Its requests have streamed to their sinks; they cannot resume elsewhere unseen.
+    std::vector<request_id> lost;
+    for (auto& [id, l] : st.live)
+      if (l.where == stage::running && l.executor.address() == dm.source) lost.push_back(id);
+    for (auto id : lost)
+      end_here(self, id, outcome::failed, ec::executor_lost,
+               "executor " + it->second.report.name + " was lost", request_times{now_stamp()},
+               0);
+    st.executors.erase(it);
+    flush_timings(self);
+  });
+  return {
+    [=](atom::generate, generate_request& req, sink_actor& sink) -> request_id {
+      auto& st = self->state;
+      if (req.id == 0) req.id = st.next_id++;
+      if (req.arrival == 0) req.arrival = now_stamp();
+      const auto id = req.id;
+      request_times times;
+      times.arrival = req.arrival;
+      if (st.live.count(id) != 0) {
+        self->send(sink, make_failure(id, outcome::rejected, ec::bad_request,
+                                      "request id " + std::to_string(id) + " is already in use",
+                                      times));
+        return id;
+      }
+      st.live.emplace(id, live_request{sink, stage::tokenizing, false, {}});
+      auto reject = [&](ec code, std::string message) {
+        end_here(self, id, outcome::rejected, code, std::move(message), times, 0);
+        flush_timings(self);
+        return id;
+      };
+      if (st.draining) return reject(ec::shutting_down, st.drain_message);
+      const auto& p = req.params;
+      if (p.max_tokens < 1)
+        return reject(ec::bad_request,
+                      "max_tokens must be at least 1, got " + std::to_string(p.max_tokens));
+      if (p.temperature < 0) return reject(ec::bad_request, "temperature must not be negative");
+      if (!(p.top_p > 0 && p.top_p <= 1)) return reject(ec::bad_request, "top_p must be in (0, 1]");
+      if (p.top_k < 0) return reject(ec::bad_request, "top_k must not be negative");
+      if (req.timeout_s < 0) return reject(ec::bad_request, "timeout must not be negative");
+      const double timeout = req.timeout_s > 0 ? req.timeout_s : st.settings.default_timeout_s;
+      const stamp deadline = timeout > 0 ? req.arrival + stamp(timeout * 1e9) : 0;
+      self->request(st.tokenizers, caf::infinite, atom::encode::value, std::move(req))
+        .then(
+          [=](sequence_request& seq) {
+            seq.deadline = deadline;
+            enqueue(self, std::move(seq));
+          },
+          [=](caf::error& err) {
+            const auto code = code_of(err);
+            end_here(self, id, code == ec::internal ? outcome::failed : outcome::rejected,
+                     code == ec::internal ? ec::internal : code, message_of(err), times, 0);
+            flush_timings(self);
+          });
+      return id;
+    },
+    [=](atom::cancel, request_id id) {
+      auto& st = self->state;
+      auto it = st.live.find(id);
+      if (it == st.live.end()) return;
+      switch (it->second.where) {
+        case stage::tokenizing: it->second.cancel_requested = true; break;
+        case stage::waiting:
+          if (auto req = st.queue->remove(id)) {
+            end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled",
+                     req->times, int32_t(req->prompt.size()));
+            flush_timings(self);
+          }
+          break;
+        case stage::running: self->send(it->second.executor, atom::cancel::value, id); break;
+      }
+    },
+    [=](atom::status) {
+      auto& st = self->state;
+      pipeline_status s;
+      for (auto& [id, l] : st.live) {
+        if (l.where == stage::tokenizing) ++s.tokenizing;
+        else if (l.where == stage::waiting) ++s.waiting;
+        else ++s.running;
+      }
+      s.executors = st.executors.size();
+      s.draining = st.draining;
+      return s;
+    },
+    [=](atom::prometheus p) { return self->delegate(self->state.metrics, p); },
+    [=](atom::snapshot s) { return self->delegate(self->state.metrics, s); },
+    [=](atom::drain, std::string& message) {
+      auto& st = self->state;
+      st.draining = true;
+      st.drain_message = message;
+      for (auto& req : st.queue->drain())
+        end_here(self, req.id, outcome::rejected, ec::shutting_down, message, req.times,
+                 int32_t(req.prompt.size()));
+      flush_timings(self);
+    },
+    [=](atom::pull, executor_actor& exec, executor_report& report) {
+      auto& st = self->state;
+      auto [it, fresh] = st.executors.try_emplace(exec.address());
+      if (fresh) {
+        it->second.handle = exec;
+        self->monitor(exec);
+        spdlog::info("executor {} ready", report.name);
+      }
+      it->second.report = std::move(report);
+      dispatch(self);
+    },
+    [=](atom::done, request_id id, outcome) { self->state.live.erase(id); },
+    [=](atom::wakeup, uint64_t generation) {
+      auto& st = self->state;
+      if (generation != st.timer_generation) return;
+      st.timer_at = 0;
+      dispatch(self);
+    },
+  };
+}
+
+}  // namespace
+
+batcher_actor spawn_batcher(caf::actor_system& system, batcher_settings settings,
+                            caf::actor tokenizers, metrics_actor metrics) {
+  return system.spawn(batcher, std::move(settings), std::move(tokenizers), std::move(metrics));
+}
+
+}  // namespace conveyor

@@ -1,0 +1,151 @@
+// The executor actor: steps are messages it sends itself, so that new work, cancellations and
+// deadlines are handled between steps and an idle executor sleeps in its mailbox.
+#include "actors/executor_actor.hpp"
+
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace conveyor {
+
+namespace {
+
+struct executor_state {
+  static inline const char* name = "executor";
+  std::shared_ptr<pipeline::executor_core> core;
+  batcher_actor batcher;
+  metrics_actor metrics;
+  std::unordered_map<request_id, sink_actor> sinks;
+  bool step_scheduled = false;
+  bool draining = false;
+  uint64_t received = 0;
+  // What the batcher was last told, to tell it again only when something changed.
+  int32_t reported_free = -1;
+  int32_t reported_active = -1;
+  timing_batch timings;
+  stamp last_flush = 0;
+};
+
+using executor_pointer = executor_actor::stateful_pointer<executor_state>;
+
+void flush_timings(executor_pointer self, bool force) {
+  auto& st = self->state;
+  if (st.timings.empty()) return;
+  const stamp now = now_stamp();
+  // Batches of events, not one message per token: at most every 50 ms unless forced.
+  if (!force && now - st.last_flush < 50'000'000 && st.timings.requests.size() < 64) return;
+  st.last_flush = now;
+  self->send(st.metrics, std::move(st.timings));
+  st.timings = timing_batch{};
+}
+
+void deliver(executor_pointer self, pipeline::step_output& out) {
+  auto& st = self->state;
+  for (auto& chunk : out.chunks) {
+    auto it = st.sinks.find(chunk.id);
+    if (it != st.sinks.end()) self->send(it->second, std::move(chunk));
+  }
+  for (auto& result : out.results) {
+    auto it = st.sinks.find(result.id);
+    if (it == st.sinks.end()) continue;
+    const auto id = result.id;
+    const auto how = result.how;
+    self->send(it->second, std::move(result));
+    self->send(st.batcher, atom::done::value, id, how);
+    st.sinks.erase(it);
+  }
+  for (auto& t : out.request_timings) st.timings.requests.push_back(std::move(t));
+  for (auto& t : out.step_timings) st.timings.steps.push_back(std::move(t));
+  flush_timings(self, !out.results.empty() && !st.core->has_work());
+}
+
+void report(executor_pointer self) {
+  auto& st = self->state;
+  if (st.draining) return;
+  const int32_t free = st.core->free_slots();
+  const int32_t active = st.core->active();
+  if (free == st.reported_free && active == st.reported_active) return;
+  st.reported_free = free;
+  st.reported_active = active;
+  self->send(st.batcher, atom::pull::value, executor_actor{self},
+             executor_report{free, active, st.received, st.core->name()});
+  self->send(st.metrics, atom::gauge::value, "running:" + st.core->name(), double(active));
+}
+
+void schedule_step(executor_pointer self) {
+  auto& st = self->state;
+  if (st.step_scheduled || !st.core->has_work()) return;
+  st.step_scheduled = true;
+  self->send(self, atom::step::value);
+}
+
+executor_actor::behavior_type executor(executor_pointer self,
+                                       std::shared_ptr<pipeline::executor_core> core,
+                                       int32_t threads, batcher_actor batcher,
+                                       metrics_actor metrics) {
+  auto& st = self->state;
+  st.core = std::move(core);
+  st.batcher = std::move(batcher);
+  st.metrics = std::move(metrics);
+  if (threads > 0) model::set_compute_threads(threads);
+  st.timings.started.push_back(
+    pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
+  flush_timings(self, true);
+  report(self);
+  return {
+    [=](atom::work, std::vector<work_item>& items, bool static_batch) {
+      auto& st = self->state;
+      st.received += items.size();
+      std::vector<sequence_request> requests;
+      requests.reserve(items.size());
+      for (auto& item : items) {
+        st.sinks[item.request.id] = std::move(item.sink);
+        requests.push_back(std::move(item.request));
+      }
+      pipeline::step_output out;
+      st.core->admit(std::move(requests), static_batch, out);
+      deliver(self, out);
+      schedule_step(self);
+      report(self);
+    },
+    [=](atom::cancel, request_id id) {
+      if (self->state.core->cancel(id)) schedule_step(self);
+    },
+    [=](atom::step) {
+      auto& st = self->state;
+      st.step_scheduled = false;
+      pipeline::step_output out;
+      try {
+        out = st.core->step();
+      } catch (const std::exception& e) {
+        spdlog::error("executor {}: step failed: {}", st.core->name(), e.what());
+        st.core->abort_all(outcome::failed, ec::model_failure,
+                           std::string{"the model failed: "} + e.what(), out);
+      }
+      deliver(self, out);
+      schedule_step(self);
+      report(self);
+    },
+    [=](atom::drain, std::string& message) {
+      auto& st = self->state;
+      st.draining = true;
+      pipeline::step_output out;
+      st.core->abort_all(outcome::failed, ec::shutting_down, message, out);
+      deliver(self, out);
+      flush_timings(self, true);
+    },
+  };
+}
+
+}  // namespace
+
+executor_actor spawn_executor(caf::actor_system& system,
+                              std::unique_ptr<pipeline::executor_core> core, int32_t threads,
+                              batcher_actor batcher, metrics_actor metrics) {
+  std::shared_ptr<pipeline::executor_core> shared{std::move(core)};
+  return system.spawn<caf::detached>(executor, std::move(shared), threads, std::move(batcher),
+                                     std::move(metrics));
+}
+
+}  // namespace conveyor

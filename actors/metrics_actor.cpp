@@ -1,0 +1,54 @@
+#include "actors/metrics_actor.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "pipeline/metrics.hpp"
+
+namespace conveyor {
+
+namespace {
+
+struct metrics_state {
+  static inline const char* name = "metrics";
+  pipeline::metrics_registry registry;
+  double interval_s = 0;
+};
+
+metrics_actor::behavior_type metrics(metrics_actor::stateful_pointer<metrics_state> self,
+                                     double interval_s) {
+  self->state.interval_s = interval_s;
+  if (interval_s > 0)
+    self->delayed_send(self, std::chrono::duration<double>(interval_s), atom::summary::value);
+  return {
+    [=](timing_batch& batch) {
+      auto& r = self->state.registry;
+      for (auto& s : batch.started) r.record(s);
+      for (auto& t : batch.requests) r.record(t);
+      for (auto& t : batch.steps) r.record(t);
+    },
+    [=](atom::gauge, const std::string& name, double value) {
+      auto& r = self->state.registry;
+      if (name == "queue_depth")
+        r.set_queue_depth(size_t(value));
+      else if (name.rfind("running:", 0) == 0)
+        r.set_running_sequences(name.substr(8), size_t(value));
+    },
+    [=](atom::prometheus) { return self->state.registry.prometheus_text(); },
+    [=](atom::snapshot) { return self->state.registry.json_snapshot(); },
+    [=](atom::summary) {
+      spdlog::info("{}", self->state.registry.summary_line());
+      const double interval = self->state.interval_s;
+      if (interval > 0)
+        self->delayed_send(self, std::chrono::duration<double>(interval), atom::summary::value);
+    },
+  };
+}
+
+}  // namespace
+
+metrics_actor spawn_metrics(caf::actor_system& system, double interval_s) {
+  return system.spawn(metrics, interval_s);
+}
+
+}  // namespace conveyor

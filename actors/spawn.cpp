@@ -1,0 +1,111 @@
+// spawn_pipeline: loads the models and wires tokenizers, batcher, executors and metrics.
+#include "actors/spawn.hpp"
+
+#include <thread>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/batcher_actor.hpp"
+#include "actors/executor_actor.hpp"
+#include "actors/metrics_actor.hpp"
+#include "actors/tokenizer_actor.hpp"
+#include "model/causal_lm.hpp"
+
+namespace conveyor {
+
+namespace {
+
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
+}  // namespace
+
+expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg) {
+  if (auto err = config::validate(cfg)) return err;
+  const std::string model_spec = model::resolve_path(cfg.model.path);
+  const std::string tokenizer_file = model::resolve_path(
+    cfg.model.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : cfg.model.tokenizer);
+  auto tokenizer = model::load_tokenizer(tokenizer_file);
+  if (!tokenizer) return tokenizer.error();
+  auto shape = model::shape_of(model_spec);
+  if (!shape) return shape.error();
+  if (shape->vocab_size != (*tokenizer)->vocab_size() && model_spec != "trivial")
+    return make_error(ec::bad_config, "tokenizer " + tokenizer_file + " has " +
+                                        std::to_string((*tokenizer)->vocab_size()) +
+                                        " tokens but model " + model_spec + " has " +
+                                        std::to_string(shape->vocab_size));
+  auto executors = config::resolve_executors(cfg, 0);
+  // Every KV cache is reserved at start: check that they fit before allocating any.
+  int64_t kv_total = 0;
+  for (const auto& e : executors) {
+    const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
+    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context);
+  }
+  const int64_t memory = physical_memory_bytes();
+  if (memory > 0 && kv_total > memory)
+    return make_error(ec::bad_config,
+                      "the KV caches need " + std::to_string(kv_total >> 20) + " MiB (slots x " +
+                        "context x layers x kv_dim x 2 x 4 bytes over all executors) but the " +
+                        "machine has " + std::to_string(memory >> 20) + " MiB");
+  std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+  int32_t context = 0;
+  for (size_t i = 0; i < executors.size(); ++i) {
+    const auto& e = executors[i];
+    model::runtime_options opt;
+    opt.slots = int32_t(e.slots);
+    opt.context = int32_t(e.context);
+    opt.max_batched_tokens = int32_t(e.max_batched_tokens);
+    opt.device = e.device;
+    opt.seed = uint64_t(cfg.model.seed);
+    auto m = model::load_model(model_spec, opt);
+    if (!m) return m.error();
+    const std::string name = e.device + ":" + std::to_string(i);
+    spdlog::info("executor {}: {}", name, (*m)->describe());
+    context = context == 0 ? (*m)->context() : std::min(context, (*m)->context());
+    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), *tokenizer);
+    core->set_max_batched_tokens(int32_t(e.max_batched_tokens));
+    cores.push_back(std::move(core));
+  }
+  pipeline_handle h;
+  h.model_name = config::served_name(cfg.model);
+  h.context = context;
+  h.metrics = spawn_metrics(system, cfg.metrics.enabled ? double(cfg.metrics.interval_s) : 0.0);
+  h.tokenizers =
+    spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), *tokenizer, context);
+  batcher_settings bs;
+  auto policy = pipeline::parse_policy(cfg.batcher.policy);
+  bs.options.policy = policy ? *policy : pipeline::policy_kind::continuous;
+  bs.options.max_batch_size = int32_t(cfg.batcher.max_batch_size);
+  bs.options.max_wait_s = double(cfg.batcher.max_wait_ms) / 1000.0;
+  bs.options.max_num_seqs = int32_t(cfg.batcher.max_num_seqs);
+  bs.options.max_batched_tokens = int32_t(cfg.batcher.max_batched_tokens);
+  bs.options.max_queued_requests = cfg.batcher.max_queued_requests;
+  bs.options.max_queued_tokens = cfg.batcher.max_queued_tokens;
+  bs.default_timeout_s = double(cfg.batcher.default_timeout_s);
+  auto batcher = spawn_batcher(system, bs, h.tokenizers, h.metrics);
+  h.front = batcher;
+  const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  for (size_t i = 0; i < cores.size(); ++i) {
+    int32_t threads = int32_t(executors[i].threads);
+    if (threads == 0) threads = std::max(1, cores_available / int32_t(cores.size()));
+    h.executors.push_back(spawn_executor(system, std::move(cores[i]), threads, batcher, h.metrics));
+  }
+  spdlog::info("pipeline: policy {}, {} executor(s), {} tokenizer worker(s); {}",
+               pipeline::to_string(bs.options.policy), h.executors.size(),
+               cfg.tokenizer.workers, model::compute_backend_description());
+  return h;
+}
+
+void stop_pipeline(const pipeline_handle& h) {
+  for (const auto& e : h.executors) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.front, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.tokenizers, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.metrics, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace conveyor

@@ -1,0 +1,147 @@
+// conveyor generate: one prompt through the executor's own scheduler, printed as it is produced.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/conveyor/commands.hpp"
+#include "model/causal_lm.hpp"
+#include "model/tokenizer.hpp"
+#include "pipeline/executor_core.hpp"
+
+namespace conveyor::app {
+
+namespace {
+
+struct generate_options {
+  std::string prompt;
+  int32_t max_tokens = 256;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  std::string model = "models/stories260K/stories260K.bin";
+  std::string tokenizer;
+  int32_t threads = 0;
+  bool show_tokens = false;
+  bool ignore_eos = false;
+  std::string log_level = "warn";
+};
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "conveyor generate: %s\n", message.c_str());
+  return 1;
+}
+
+int run_generate(const generate_options& o) {
+  setup_logging(o.log_level);
+  if (o.threads > 0) model::set_compute_threads(o.threads);
+  const auto model_spec = model::resolve_path(o.model);
+  const auto tokenizer_path = model::resolve_path(
+    o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
+  auto tok = model::load_tokenizer(tokenizer_path);
+  if (!tok) return fail(message_of(tok.error()));
+  model::runtime_options ro;
+  ro.slots = 1;
+  ro.max_batched_tokens = 512;
+  auto m = model::load_model(model_spec, ro);
+  if (!m) return fail(message_of(m.error()));
+  spdlog::info("{}", (*m)->describe());
+  std::fprintf(stderr, "%s\n", model::compute_backend_description().c_str());
+  sequence_request req;
+  req.id = 1;
+  req.prompt = (*tok)->encode(o.prompt, true);
+  const int32_t context = (*m)->context();
+  if (int64_t(req.prompt.size()) + o.max_tokens > context)
+    return fail("the prompt has " + std::to_string(req.prompt.size()) +
+                " tokens and --max-tokens is " + std::to_string(o.max_tokens) +
+                ": together more than the context of " + std::to_string(context) + " tokens");
+  req.params.max_tokens = o.max_tokens;
+  req.params.temperature = o.temperature;
+  req.params.top_p = o.top_p;
+  req.params.top_k = o.top_k;
+  req.params.stop = o.stop;
+  req.params.ignore_eos = o.ignore_eos;
+  req.params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  req.times.arrival = now_stamp();
+  pipeline::executor_core core{"cpu:0", std::move(*m), *tok};
+  pipeline::step_output admitted;
+  core.admit({req}, false, admitted);
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  std::vector<int32_t> tokens;
+  request_result result;
+  const auto start = std::chrono::steady_clock::now();
+  while (core.has_work()) {
+    auto out = core.step();
+    for (auto& c : out.chunks) {
+      std::fputs(c.text.c_str(), stdout);
+      tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+    }
+    std::fflush(stdout);
+    for (auto& r : out.results) result = r;
+  }
+  std::fputs(result.tail.c_str(), stdout);
+  if (::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const double seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (result.how != outcome::finished) return fail(result.message);
+  if (o.show_tokens) {
+    std::string ids;
+    for (auto t : tokens) ids += (ids.empty() ? "" : " ") + std::to_string(t);
+    std::fprintf(stderr, "tokens: %s\n", ids.c_str());
+  }
+  std::fprintf(stderr,
+               "generated %d tokens in %.3f s (%.1f tokens/s), prompt %zu tokens, finish "
+               "reason %s\n",
+               result.completion_tokens, seconds,
+               seconds > 0 ? result.completion_tokens / seconds : 0.0, req.prompt.size(),
+               to_string(result.reason));
+  return 0;
+}
+
+}  // namespace
+
+command_fn add_generate(CLI::App& app) {
+  auto o = std::make_shared<generate_options>();
+  auto* cmd = app.add_subcommand("generate", "Generate text for one prompt and print it as it "
+                                             "is produced (the prompt first); tokens/s on stderr");
+  cmd->add_option("--prompt,-p", o->prompt, "The prompt text")->required();
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "Most tokens to generate")
+    ->check(CLI::Range(1, 1 << 20))
+    ->capture_default_str();
+  cmd->add_option("--temperature,-t", o->temperature, "Sampling temperature; 0 is greedy")
+    ->check(CLI::Range(0.0f, 100.0f))
+    ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: keep the most likely tokens whose "
+                                       "probability adds up to P (1 keeps all)")
+    ->check(CLI::Range(0.0f, 1.0f))
+    ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Keep only the K most likely tokens (0 keeps all)")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the sampler (default: random)")
+    ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stop", o->stop, "Stop before this text (may be repeated)");
+  cmd->add_option("--model,-m", o->model,
+                  "A llama2.c checkpoint, or synthetic:s15m / synthetic:s42m (random weights)")
+    ->capture_default_str();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "A SentencePiece .model or llama2.c .bin vocabulary (default: tok512.model "
+                  "beside the model, else the embedded one)");
+  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")
+    ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
+  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+    ->capture_default_str();
+  return [o] { return run_generate(*o); };
+}
+
+}  // namespace conveyor::app

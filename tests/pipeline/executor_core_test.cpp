@@ -1,0 +1,210 @@
+// The executor's scheduler on the real stories260K model: exact tokens alone and in batches,
+// static batches, cancellation, deadlines and stop strings.
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "model/causal_lm.hpp"
+#include "model/tokenizer.hpp"
+#include "pipeline/executor_core.hpp"
+#include "../model/test_support.hpp"
+
+using namespace conveyor;
+using namespace conveyor::pipeline;
+
+namespace {
+
+struct run_result {
+  std::string text;
+  std::vector<int32_t> tokens;
+  request_result result;
+};
+
+class executor_core_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    tokenizer = *tok;
+    expected = test::load_expected_run();
+  }
+
+  std::unique_ptr<executor_core> make_core(int32_t slots) {
+    model::runtime_options opt;
+    opt.slots = slots;
+    auto m = model::load_model(test::stories_model(), opt);
+    EXPECT_TRUE(m);
+    return std::make_unique<executor_core>("test", std::move(*m), tokenizer);
+  }
+
+  sequence_request request(request_id id, const std::string& prompt, int32_t max_tokens) {
+    sequence_request r;
+    r.id = id;
+    r.prompt = tokenizer->encode(prompt, true);
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    r.times.arrival = now_stamp();
+    return r;
+  }
+
+  // Steps until every request ended; collects each one's text and tokens.
+  std::map<request_id, run_result> run(executor_core& core, int max_steps = 10000) {
+    std::map<request_id, run_result> out;
+    for (int i = 0; i < max_steps && core.has_work(); ++i) collect(core.step(), out);
+    return out;
+  }
+
+  static void collect(const step_output& step, std::map<request_id, run_result>& out) {
+    for (auto& c : step.chunks) {
+      out[c.id].text += c.text;
+      out[c.id].tokens.insert(out[c.id].tokens.end(), c.tokens.begin(), c.tokens.end());
+    }
+    for (auto& r : step.results) {
+      out[r.id].result = r;
+      out[r.id].text += r.tail;
+    }
+  }
+
+  std::shared_ptr<const model::tokenizer> tokenizer;
+  test::expected_run expected;
+  const std::string story_prompt = "Once upon a time";
+};
+
+const std::vector<std::string> other_prompts = {
+  "Tom had a red ball.", "The cat", "One day, a big dog ran to the park and saw a bird.",
+  "Lily and Ben were friends. They liked to play in the garden with their toys every day.",
+  "Sue", "The sun was hot and the sky was blue. A little boy", "Mom said no."};
+
+}  // namespace
+
+TEST_F(executor_core_test, alone_gives_the_expected_story) {
+  auto core = make_core(1);
+  step_output admitted;
+  core->admit({request(1, story_prompt, 60)}, false, admitted);
+  EXPECT_TRUE(admitted.results.empty());
+  auto out = run(*core);
+  EXPECT_EQ(out[1].tokens, expected.generated());
+  EXPECT_EQ(story_prompt + out[1].text, expected.text);
+  EXPECT_EQ(out[1].result.how, outcome::finished);
+  EXPECT_EQ(out[1].result.reason, finish_reason::length);
+  EXPECT_EQ(out[1].result.prompt_tokens, 5);
+  EXPECT_EQ(out[1].result.completion_tokens, 60);
+}
+
+TEST_F(executor_core_test, static_batch_pads_and_keeps_rows_until_all_end) {
+  auto core = make_core(8);
+  std::vector<sequence_request> batch;
+  for (size_t i = 0; i < other_prompts.size(); ++i)
+    batch.push_back(request(10 + i, other_prompts[i], 5 + int32_t(i) * 3));
+  batch.push_back(request(1, story_prompt, 60));
+  step_output admitted;
+  core->admit(batch, true, admitted);
+  EXPECT_EQ(core->free_slots(), 0);
+  std::map<request_id, run_result> out;
+  auto first = core->step();
+  ASSERT_EQ(first.step_timings.size(), 1u);
+  EXPECT_EQ(first.step_timings[0].kind, step_kind::prefill);
+  EXPECT_EQ(first.step_timings[0].batch_size, 8u);
+  // Padded to the longest prompt: more tokens computed than real ones.
+  EXPECT_GT(first.step_timings[0].padded_tokens, first.step_timings[0].tokens);
+  collect(first, out);
+  bool saw_ghost_rows = false;
+  while (core->has_work()) {
+    auto s = core->step();
+    for (auto& t : s.step_timings) saw_ghost_rows |= t.padded_tokens > t.tokens;
+    // No slot frees while any member runs.
+    if (core->has_work()) EXPECT_EQ(core->free_slots(), 0);
+    collect(s, out);
+  }
+  EXPECT_TRUE(saw_ghost_rows);
+  EXPECT_EQ(core->free_slots(), 8);
+  EXPECT_EQ(out[1].tokens, expected.generated());
+  for (auto& [id, r] : out) EXPECT_EQ(r.result.how, outcome::finished) << id;
+}
+
+TEST_F(executor_core_test, continuous_joins_keep_every_answer_exact) {
+  // Each prompt alone first.
+  std::map<request_id, run_result> alone;
+  std::vector<sequence_request> all;
+  all.push_back(request(1, story_prompt, 60));
+  for (size_t i = 0; i < other_prompts.size(); ++i)
+    all.push_back(request(10 + i, other_prompts[i], 4 + int32_t(i) * 5));
+  for (auto& r : all) {
+    auto core = make_core(1);
+    step_output ignored;
+    core->admit({r}, false, ignored);
+    alone[r.id] = run(*core)[r.id];
+  }
+  // Then joining one by one, every other step, into 3 slots.
+  auto core = make_core(3);
+  std::map<request_id, run_result> mixed;
+  size_t next = 0;
+  for (int step = 0; step < 2000 && (core->has_work() || next < all.size()); ++step) {
+    if (step % 2 == 0 && next < all.size() && core->free_slots() > 0) {
+      step_output admitted;
+      core->admit({all[next++]}, false, admitted);
+      collect(admitted, mixed);
+    }
+    collect(core->step(), mixed);
+  }
+  ASSERT_EQ(mixed.size(), all.size());
+  for (auto& r : all) {
+    EXPECT_EQ(mixed[r.id].tokens, alone[r.id].tokens) << "request " << r.id;
+    EXPECT_EQ(mixed[r.id].text, alone[r.id].text) << "request " << r.id;
+  }
+  EXPECT_EQ(mixed[1].tokens, expected.generated());
+}
+
+TEST_F(executor_core_test, cancel_frees_the_slot_at_the_next_step) {
+  auto core = make_core(1);
+  step_output ignored;
+  core->admit({request(1, story_prompt, 200)}, false, ignored);
+  core->step();
+  core->step();
+  EXPECT_EQ(core->free_slots(), 0);
+  EXPECT_TRUE(core->cancel(1));
+  EXPECT_FALSE(core->cancel(99));
+  auto s = core->step();
+  ASSERT_EQ(s.results.size(), 1u);
+  EXPECT_EQ(s.results[0].how, outcome::cancelled);
+  EXPECT_EQ(s.results[0].code, ec::cancelled);
+  EXPECT_EQ(s.results[0].completion_tokens, 2);
+  EXPECT_EQ(core->free_slots(), 1);
+  EXPECT_FALSE(core->has_work());
+}
+
+TEST_F(executor_core_test, deadline_expires_at_a_step_boundary) {
+  auto core = make_core(2);
+  auto r = request(1, story_prompt, 200);
+  r.deadline = now_stamp() + 50'000'000;  // 50 ms
+  step_output ignored;
+  core->admit({r, request(2, "The cat", 3)}, false, ignored);
+  std::map<request_id, run_result> out;
+  while (core->has_work()) collect(core->step(), out);
+  EXPECT_EQ(out[1].result.how, outcome::expired);
+  EXPECT_EQ(out[1].result.code, ec::expired);
+  EXPECT_LT(out[1].result.completion_tokens, 200);
+  EXPECT_EQ(out[2].result.how, outcome::finished);
+}
+
+TEST_F(executor_core_test, stop_string_ends_before_it) {
+  auto core = make_core(1);
+  auto r = request(1, story_prompt, 60);
+  r.params.stop = {"Lily"};
+  step_output ignored;
+  core->admit({r}, false, ignored);
+  auto out = run(*core);
+  // The story's first "Lily" comes after ", there was a little girl named ".
+  EXPECT_EQ(out[1].text, ", there was a little girl named ");
+  EXPECT_EQ(out[1].result.reason, finish_reason::stop);
+}
+
+TEST_F(executor_core_test, end_token_finishes_with_stop) {
+  // stories260K ends a story with BOS: a long enough greedy run ends by itself.
+  auto core = make_core(1);
+  core->admit({request(1, story_prompt, 400)}, false, *std::make_unique<step_output>());
+  auto out = run(*core);
+  EXPECT_EQ(out[1].result.reason, finish_reason::stop);
+  EXPECT_LT(out[1].result.completion_tokens, 400);
+  for (auto t : out[1].tokens) EXPECT_NE(t, 1);
+}
