@@ -1,0 +1,215 @@
+// The configuration schema: one TOML file describes the whole pipeline, every key has a default.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "common/error.hpp"
+
+namespace conveyor::config {
+
+// -- constants
+// -------------------------------------------------------------------------------------
+
+/// The embedded model that every command uses when the configuration names none (relative to the
+/// working directory, like every relative path in the configuration).
+inline constexpr std::string_view default_model_path = "models/stories260K/stories260K.bin";
+
+/// The tokenizer of the default model; used when `model.tokenizer` is empty.
+inline constexpr std::string_view default_tokenizer_path = "models/stories260K/tok512.model";
+
+// -- sections
+// --------------------------------------------------------------------------------------
+
+/// `[model]`: what to serve.
+struct model {
+  /// A checkpoint file, or "synthetic:s15m" / "synthetic:s42m" (random weights of that size), or
+  /// "trivial" (a model that does no work).
+  std::string path = std::string{default_model_path};
+  /// The tokenizer model; empty selects `default_tokenizer_path`.
+  std::string tokenizer;
+  /// The model name clients see; empty derives it from `path` (see `served_name`).
+  std::string name;
+  /// The seed of synthetic weights.
+  int64_t seed = 0;
+};
+
+/// `[tokenizer]`: the pool of tokenizer actors.
+struct tokenizer {
+  /// Number of tokenizer actors.
+  int64_t workers = 2;
+};
+
+/// One entry of `[[executors]]`: an actor that owns the model on one device.
+struct executor {
+  /// "cpu", "cuda" (the first GPU) or "cuda:N".
+  std::string device = "cpu";
+  /// Intra-op threads; 0 uses every core (CPU only).
+  int64_t threads = 0;
+  /// KV-cache slots, i.e. the most sequences that run at once.
+  int64_t slots = 16;
+  /// Tokens of context per slot; 0 uses the model's own context length.
+  int64_t context = 0;
+  /// The most tokens (prompt and generated) one step processes.
+  int64_t max_batched_tokens = 2048;
+};
+
+/// `[cluster]`: executors on other machines.
+struct cluster {
+  /// "host:port" of each `conveyor worker` to pull work from this server's batcher.
+  std::vector<std::string> remote;
+};
+
+/// `[batcher]`: admission policy and the bounds of the waiting queue.
+struct batcher {
+  /// "sequential", "seed" or "continuous".
+  std::string policy = "continuous";
+  /// seed: the most requests in one static batch.
+  int64_t max_batch_size = 16;
+  /// seed: a partial batch is flushed after waiting this long, in milliseconds.
+  int64_t max_wait_ms = 5;
+  /// continuous: the most sequences running at once per executor.
+  int64_t max_num_seqs = 16;
+  /// continuous: the most tokens one step may process per executor.
+  int64_t max_batched_tokens = 2048;
+  /// Requests waiting beyond this are rejected (queue full).
+  int64_t max_queued_requests = 1024;
+  /// Prompt tokens waiting beyond this are rejected (queue full).
+  int64_t max_queued_tokens = 1048576;
+  /// Deadline of a request that sets none, in seconds; 0 means no deadline.
+  int64_t default_timeout_s = 0;
+};
+
+/// `[generation]`: sampling defaults for requests that leave a field out.
+struct generation {
+  /// Tokens to generate.
+  int64_t max_tokens = 16;
+  /// Softmax temperature; 0 is greedy.
+  double temperature = 1.0;
+  /// Nucleus sampling mass, in (0, 1]; 1 disables it.
+  double top_p = 1.0;
+  /// Sample among the k most likely tokens; 0 disables it.
+  int64_t top_k = 0;
+};
+
+/// `[metrics]`: timing collection and the periodic summary.
+struct metrics {
+  /// Collect timings at all.
+  bool enabled = true;
+  /// Period of the summary log line, in seconds; 0 disables it.
+  int64_t interval_s = 10;
+};
+
+/// `[server]`: the HTTP front end.
+struct server {
+  /// Address to listen on.
+  std::string host = "127.0.0.1";
+  /// TCP port to listen on; 0 picks a free one.
+  int64_t port = 8080;
+  /// Largest accepted request body.
+  int64_t max_body_bytes = 1048576;
+  /// Largest accepted request header block.
+  int64_t max_header_bytes = 16384;
+  /// An idle connection is closed after this many seconds.
+  int64_t idle_timeout_s = 60;
+  /// Connections beyond this are refused.
+  int64_t max_connections = 1024;
+  /// On shutdown, running requests get this many seconds to finish.
+  int64_t drain_timeout_s = 10;
+  /// Threads that run the sockets.
+  int64_t io_threads = 1;
+};
+
+/// `[log]`: diagnostics.
+struct log {
+  /// "trace", "debug", "info", "warn", "error", "critical" or "off".
+  std::string level = "info";
+};
+
+// -- the whole file
+// --------------------------------------------------------------------------------
+
+/// Everything one TOML file configures. A default-constructed pipeline is the default
+/// configuration (and what the shipped `config/conveyor.toml` describes).
+struct pipeline {
+  /// `[model]`.
+  config::model model;
+  /// `[tokenizer]`.
+  config::tokenizer tokenizer;
+  /// `executors = "auto"`: one executor per visible GPU, else one CPU executor, each with the
+  /// defaults of `executor`. When set, `executors` is empty.
+  bool auto_executors = true;
+  /// `[[executors]]`: the local executors, listed; used when `auto_executors` is false.
+  std::vector<config::executor> executors;
+  /// `[cluster]`.
+  config::cluster cluster;
+  /// `[batcher]`.
+  config::batcher batcher;
+  /// `[generation]`.
+  config::generation generation;
+  /// `[metrics]`.
+  config::metrics metrics;
+  /// `[server]`.
+  config::server server;
+  /// `[log]`.
+  config::log log;
+};
+
+/// Compares every key.
+bool operator==(const pipeline& x, const pipeline& y);
+
+/// Compares every key.
+inline bool operator!=(const pipeline& x, const pipeline& y) {
+  return !(x == y);
+}
+
+// -- loading
+// ---------------------------------------------------------------------------------------
+
+/// Reads and validates a TOML file. Errors (`ec::bad_config`, or `ec::bad_file` when the file
+/// cannot be read) name the file, the line and the dotted key, one problem per line, e.g.
+/// `conveyor.toml:12: batcher.max_batch_size: must be at least 1, got 0`.
+expected<pipeline> load_file(const std::string& path);
+
+/// Parses and validates TOML text; `source_name` stands for the file in error messages.
+expected<pipeline> load_string(std::string_view toml, std::string_view source_name);
+
+/// Sets one key from the command line, e.g. ("server.port", "8081"), ("batcher.policy", "seed"),
+/// ("executors[0].slots", "8"), ("executors", "auto"), ("executors", "cuda:0,cuda:1") or
+/// ("cluster.remote", "a:7000,b:7000"). The value is read according to the key's type and checked
+/// like a value from a file; cross-field checks are left to `validate`. Errors start with
+/// "command line: ".
+caf::error apply_override(pipeline& cfg, std::string_view dotted_key, std::string_view value);
+
+/// Checks every value and the rules between values; returns all problems, one per line, each
+/// as `dotted.key: problem`, or no error.
+caf::error validate(const pipeline& cfg);
+
+/// Renders the configuration as TOML; `load_string` reads a valid configuration back to an equal
+/// pipeline.
+std::string to_toml(const pipeline& cfg);
+
+/// Every key a file may hold, dotted, in the order of the shipped file: "model.path", ...,
+/// "executors", then the keys of one executor as "executors[].device" and so on, ..., "log.level".
+std::vector<std::string> keys();
+
+// -- derived values
+// --------------------------------------------------------------------------------
+
+/// The name clients see: `name` when set, else the file stem of `path` ("stories260K"), the size
+/// of a synthetic model ("s15m"), or "trivial".
+std::string served_name(const config::model& cfg);
+
+/// The tokenizer file: `tokenizer` when set, else `default_tokenizer_path`.
+std::string tokenizer_path(const config::model& cfg);
+
+/// The executors to spawn: the listed ones, or with `auto_executors` one per visible GPU
+/// ("cuda:0", "cuda:1", ...) and else one CPU executor, each with the defaults of `executor`.
+std::vector<executor> resolve_executors(const pipeline& cfg, size_t visible_gpus);
+
+}  // namespace conveyor::config
