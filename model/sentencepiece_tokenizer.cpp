@@ -3,8 +3,10 @@
 // one libtorch loads (see model/CMakeLists.txt).
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <type_traits>
 #include <utility>
 
 #include "model/spm_shim/sentencepiece_shim.hpp"
