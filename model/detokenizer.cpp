@@ -1,0 +1,35 @@
+// Incremental detokenization that never splits a UTF-8 character.
+#include "model/detokenizer.hpp"
+
+#include <utility>
+
+#include "model/utf8.hpp"
+
+namespace conveyor::model {
+
+incremental_detokenizer::incremental_detokenizer(std::shared_ptr<const tokenizer> tok)
+    : tokenizer_(std::move(tok)) {}
+
+std::string incremental_detokenizer::push(int32_t id) {
+  held_ += tokenizer_->token_bytes(id);
+  return drain_utf8(held_, false);
+}
+
+std::string incremental_detokenizer::push(const std::vector<int32_t>& ids) {
+  for (auto id : ids) held_ += tokenizer_->token_bytes(id);
+  return drain_utf8(held_, false);
+}
+
+std::string incremental_detokenizer::flush() {
+  return drain_utf8(held_, true);
+}
+
+std::string decode_prompt(const tokenizer& tok, const std::vector<int32_t>& ids) {
+  std::string bytes;
+  for (auto id : ids) bytes += tok.token_bytes(id);
+  auto text = drain_utf8(bytes, true);
+  if (!text.empty() && text.front() == ' ') text.erase(0, 1);
+  return text;
+}
+
+}  // namespace conveyor::model

@@ -1,0 +1,51 @@
+// Token ids back to text: the incremental detokenizer of a generation stream, and the decoding
+// of a prompt.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer.hpp"
+
+namespace conveyor::model {
+
+/// Turns the ids of generated tokens into text as they come, emitting only whole UTF-8
+/// characters: bytes of a character that byte-fallback tokens split stay held until the
+/// character completes. Every space is kept (the text continues the prompt verbatim). Invalid
+/// bytes become U+FFFD, one per maximal invalid subpart. One instance per stream; not
+/// thread-safe.
+class incremental_detokenizer {
+ public:
+  /// Makes a detokenizer that asks `tok` for the bytes of each id.
+  explicit incremental_detokenizer(std::shared_ptr<const tokenizer> tok);
+
+  /// Feeds one token; returns the text that is now safe to emit (possibly "").
+  std::string push(int32_t id);
+
+  /// Feeds several tokens in order; returns the text that is now safe to emit.
+  std::string push(const std::vector<int32_t>& ids);
+
+  /// Ends the stream: returns what is held, an incomplete character as U+FFFD. The detokenizer
+  /// may then start a new stream.
+  std::string flush();
+
+  /// Number of bytes held back, waiting for the rest of a character.
+  size_t held_bytes() const { return held_.size(); }
+
+ private:
+  std::shared_ptr<const tokenizer> tokenizer_;
+  /// Bytes received but not emitted: at most an incomplete character.
+  std::string held_;
+};
+
+/// Decodes the ids of a prompt as the user wrote it: the bytes of every token (control ids give
+/// nothing), invalid UTF-8 as U+FFFD, without the one leading space that the tokenizer's dummy
+/// prefix put in front ("▁Once" shows as "Once"). Text generated after the prompt is appended
+/// verbatim, so "prompt + continuation" is decode_prompt(prompt ids) followed by the output of an
+/// incremental_detokenizer.
+std::string decode_prompt(const tokenizer& tok, const std::vector<int32_t>& ids);
+
+}  // namespace conveyor::model

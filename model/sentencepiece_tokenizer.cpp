@@ -1,0 +1,175 @@
+// The SentencePiece tokenizer: libsentencepiece through the shim library of model/spm_shim/,
+// opened with dlopen(RTLD_LOCAL | RTLD_DEEPBIND) so that its bundled protobuf never meets the
+// one libtorch loads (see model/CMakeLists.txt).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <type_traits>
+#include <utility>
+
+#include "model/spm_shim/sentencepiece_shim.hpp"
+#include "model/tokenizer.hpp"
+
+namespace conveyor::model {
+
+namespace {
+
+/// SentencePiece's space symbol "▁" (U+2581).
+constexpr std::string_view space_symbol = "\u2581";
+
+/// The functions of the shim library.
+struct shim_api {
+  decltype(&conveyor_spm_load) load = nullptr;
+  decltype(&conveyor_spm_free) free = nullptr;
+  decltype(&conveyor_spm_vocab_size) vocab_size = nullptr;
+  decltype(&conveyor_spm_encode) encode = nullptr;
+  decltype(&conveyor_spm_piece) piece = nullptr;
+  decltype(&conveyor_spm_piece_kind) piece_kind = nullptr;
+  decltype(&conveyor_spm_bos_id) bos_id = nullptr;
+  decltype(&conveyor_spm_eos_id) eos_id = nullptr;
+};
+
+/// Opens the shim: the file named by $CONVEYOR_SPM_SHIM, else the one this build made.
+expected<shim_api> open_shim() {
+  const char* from_env = std::getenv("CONVEYOR_SPM_SHIM");
+  const std::string path =
+      from_env != nullptr && *from_env != '\0' ? from_env : CONVEYOR_SPM_SHIM_PATH;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer aborts the process on RTLD_DEEPBIND, and without it the two protobufs clash.
+  return make_error(ec::model_failure, path +
+                                           ": SentencePiece cannot be loaded in a build with "
+                                           "AddressSanitizer; use the llama2.c .bin tokenizer");
+#else
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (library == nullptr)
+    return make_error(ec::model_failure,
+                      path + ": cannot load the SentencePiece shim: " + dlerror());
+  shim_api api;
+  std::string missing;
+  const auto bind = [&](auto& function, const char* name) {
+    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(library, name));
+    if (function == nullptr) missing += std::string{missing.empty() ? "" : ", "} + name;
+  };
+  bind(api.load, "conveyor_spm_load");
+  bind(api.free, "conveyor_spm_free");
+  bind(api.vocab_size, "conveyor_spm_vocab_size");
+  bind(api.encode, "conveyor_spm_encode");
+  bind(api.piece, "conveyor_spm_piece");
+  bind(api.piece_kind, "conveyor_spm_piece_kind");
+  bind(api.bos_id, "conveyor_spm_bos_id");
+  bind(api.eos_id, "conveyor_spm_eos_id");
+  // The library stays loaded for the life of the process.
+  if (!missing.empty())
+    return make_error(ec::model_failure, path + ": the SentencePiece shim lacks " + missing);
+  return api;
+#endif
+}
+
+/// The shim, opened on first use.
+const expected<shim_api>& shim() {
+  static const expected<shim_api> api = open_shim();
+  return api;
+}
+
+/// A tokenizer over a loaded SentencePiece model. The processor's const methods, which are all
+/// the shim calls after loading, are safe to call from many threads.
+class sentencepiece_tokenizer final : public tokenizer {
+ public:
+  sentencepiece_tokenizer(const shim_api& api, void* processor) : api_(api), processor_(processor) {
+    const int32_t size = api_.vocab_size(processor_);
+    bytes_of_id_.resize(static_cast<size_t>(size));
+    for (int32_t id = 0; id < size; ++id) bytes_of_id_[id] = bytes_of(id);
+    bos_id_ = api_.bos_id(processor_);
+    eos_id_ = api_.eos_id(processor_);
+  }
+
+  sentencepiece_tokenizer(const sentencepiece_tokenizer&) = delete;
+  sentencepiece_tokenizer& operator=(const sentencepiece_tokenizer&) = delete;
+
+  ~sentencepiece_tokenizer() override { api_.free(processor_); }
+
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+    std::vector<int32_t> ids;
+    if (add_bos) ids.push_back(bos_id_);
+    const size_t offset = ids.size();
+    // A first guess that fits ordinary text; the shim says how much room it needs when not.
+    ids.resize(offset + text.size() + 2);
+    for (;;) {
+      const auto capacity = static_cast<int32_t>(ids.size() - offset);
+      // Fails only on a processor that is not loaded, which the loader rules out.
+      const int32_t needed =
+          api_.encode(processor_, text.data(), text.size(), ids.data() + offset, capacity);
+      if (needed <= capacity) {
+        ids.resize(offset + static_cast<size_t>(std::max(needed, 0)));
+        return ids;
+      }
+      ids.resize(offset + static_cast<size_t>(needed));
+    }
+  }
+
+  std::string token_bytes(int32_t id) const override {
+    if (id < 0 || static_cast<size_t>(id) >= bytes_of_id_.size()) return {};
+    return bytes_of_id_[id];
+  }
+
+  int32_t vocab_size() const override { return static_cast<int32_t>(bytes_of_id_.size()); }
+
+  int32_t bos_id() const override { return bos_id_; }
+
+  int32_t eos_id() const override { return eos_id_; }
+
+ private:
+  /// The bytes of `id` in generated text: the byte of a byte piece ("<0xHH>"), nothing for
+  /// control and unknown pieces, the piece with "▁" as a space for the others.
+  std::string bytes_of(int32_t id) const {
+    const int32_t kind = api_.piece_kind(processor_, id);
+    if (kind == 2) return {};
+    std::string piece(64, '\0');
+    int32_t length = api_.piece(processor_, id, piece.data(), static_cast<int32_t>(piece.size()));
+    if (length > static_cast<int32_t>(piece.size())) {
+      piece.resize(static_cast<size_t>(length));
+      length = api_.piece(processor_, id, piece.data(), length);
+    }
+    piece.resize(static_cast<size_t>(std::max(length, 0)));
+    if (kind == 1)
+      return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+    std::string out;
+    for (size_t pos = 0; pos < piece.size();) {
+      if (piece.compare(pos, space_symbol.size(), space_symbol) == 0) {
+        out += ' ';
+        pos += space_symbol.size();
+      } else {
+        out += piece[pos++];
+      }
+    }
+    return out;
+  }
+
+  shim_api api_;
+  void* processor_;
+  std::vector<std::string> bytes_of_id_;
+  int32_t bos_id_ = -1;
+  int32_t eos_id_ = -1;
+};
+
+}  // namespace
+
+expected<std::shared_ptr<const tokenizer>> load_sentencepiece_tokenizer(const std::string& path) {
+  std::error_code err;
+  if (!std::filesystem::is_regular_file(path, err))
+    return make_error(ec::bad_file, path + ": no such file");
+  if (std::filesystem::file_size(path, err) == 0 && !err)
+    return make_error(ec::bad_file, path + ": empty file");
+  const auto& api = shim();
+  if (!api) return api.error();
+  char message[512] = "";
+  void* processor = api->load(path.c_str(), message, sizeof message);
+  if (processor == nullptr)
+    return make_error(ec::bad_file, path + ": not a SentencePiece model (" + message + ")");
+  return std::shared_ptr<const tokenizer>{
+      std::make_shared<sentencepiece_tokenizer>(*api, processor)};
+}
+
+}  // namespace conveyor::model

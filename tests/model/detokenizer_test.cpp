@@ -1,0 +1,176 @@
+// Detokenizer tests: the expected story reproduced from its ids, UTF-8 safety when byte-fallback
+// tokens split a character, U+FFFD for invalid bytes, and decode_prompt.
+#include "model/detokenizer.hpp"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/utf8.hpp"
+#include "test_support.hpp"
+
+namespace conveyor::model {
+
+namespace {
+
+using ids = std::vector<int32_t>;
+
+/// The id of the byte-fallback token of `b` in tok512.
+constexpr int32_t byte_token(uint8_t b) {
+  return 3 + b;
+}
+
+class detokenizer_test : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto loaded = load_tokenizer(test::source_path("models/stories260K/" + GetParam()));
+    ASSERT_TRUE(loaded) << message_of(loaded.error());
+    tok = *loaded;
+  }
+
+  std::shared_ptr<const tokenizer> tok;
+};
+
+}  // namespace
+
+TEST_P(detokenizer_test, reproduces_the_expected_story) {
+  const auto run = test::load_expected_run();
+  ASSERT_EQ(run.prompt, (ids{1, 403, 407, 261, 378}));
+  ASSERT_EQ(run.sequence.size(), 65u);
+  // run.c prints one "\n" after the generated text; it is no token (the last ids are <0x0A>,
+  // "L", "ily"), so the decoded text is the file without its final newline.
+  ASSERT_EQ(run.text.back(), '\n');
+  const std::string expected = run.text.substr(0, run.text.size() - 1);
+  // All bytes of the sequence after BOS, less the dummy-prefix space, are the .txt.
+  std::string bytes;
+  for (size_t i = 1; i < run.sequence.size(); ++i) bytes += tok->token_bytes(run.sequence[i]);
+  ASSERT_EQ(bytes.substr(0, 5), " Once");
+  EXPECT_EQ(bytes.substr(1), expected);
+  // The way Conveyor prints it: the prompt, then the generated tokens one at a time.
+  const std::string prompt = decode_prompt(*tok, run.prompt);
+  EXPECT_EQ(prompt, "Once upon a time");
+  std::string streamed;
+  incremental_detokenizer detok{tok};
+  for (auto id : run.generated()) streamed += detok.push(id);
+  streamed += detok.flush();
+  EXPECT_EQ(prompt + streamed, expected);
+  // 59 tokens stop short at "\nL", as the model README says.
+  incremental_detokenizer short_run{tok};
+  const auto generated = run.generated();
+  const std::string text59 = short_run.push(ids(generated.begin(), generated.end() - 1));
+  EXPECT_EQ(prompt + text59 + "ily", expected);
+}
+
+TEST_P(detokenizer_test, keeps_every_space_of_generated_text) {
+  incremental_detokenizer detok{tok};
+  EXPECT_EQ(detok.push(403), " Once");  // "▁Once": generated text keeps its space
+  EXPECT_EQ(detok.push(410), " ");
+  EXPECT_EQ(detok.push(tok->eos_id()), "");
+  EXPECT_EQ(detok.flush(), "");
+}
+
+TEST_P(detokenizer_test, holds_a_three_byte_character_until_complete) {
+  // "中" is E4 B8 AD, three byte-fallback tokens.
+  ASSERT_EQ(tok->encode("中", false),
+            (ids{410, byte_token(0xE4), byte_token(0xB8), byte_token(0xAD)}));
+  incremental_detokenizer detok{tok};
+  EXPECT_EQ(detok.push(410), " ");
+  EXPECT_EQ(detok.push(byte_token(0xE4)), "");
+  EXPECT_EQ(detok.held_bytes(), 1u);
+  EXPECT_EQ(detok.push(byte_token(0xB8)), "");
+  EXPECT_EQ(detok.held_bytes(), 2u);
+  EXPECT_EQ(detok.push(byte_token(0xAD)), "中");
+  EXPECT_EQ(detok.held_bytes(), 0u);
+  EXPECT_EQ(detok.flush(), "");
+}
+
+TEST_P(detokenizer_test, holds_a_four_byte_character_until_complete) {
+  // "😀" is F0 9F 98 80; "." follows it in the same push as the last byte.
+  incremental_detokenizer detok{tok};
+  EXPECT_EQ(detok.push(byte_token(0xF0)), "");
+  EXPECT_EQ(detok.push(byte_token(0x9F)), "");
+  EXPECT_EQ(detok.push(byte_token(0x98)), "");
+  EXPECT_EQ(detok.push(ids{byte_token(0x80), 426}), "😀.");
+  EXPECT_EQ(detok.flush(), "");
+}
+
+TEST_P(detokenizer_test, every_encoded_text_streams_back_whole) {
+  for (const std::string text :
+       {"Once upon a time", "中文 and 😀 with é", "tab\tnew\nline", "👩‍👩‍👧 family"}) {
+    const auto encoded = tok->encode(text, true);
+    incremental_detokenizer detok{tok};
+    std::string streamed;
+    for (auto id : encoded) {
+      const auto chunk = detok.push(id);
+      // Every chunk is whole UTF-8 on its own.
+      std::string copy = chunk;
+      EXPECT_EQ(drain_utf8(copy, false), chunk);
+      EXPECT_TRUE(copy.empty());
+      streamed += chunk;
+    }
+    streamed += detok.flush();
+    EXPECT_EQ(streamed, " " + text);
+    EXPECT_EQ(decode_prompt(*tok, encoded), text);
+  }
+}
+
+TEST_P(detokenizer_test, flush_replaces_an_incomplete_character) {
+  incremental_detokenizer detok{tok};
+  EXPECT_EQ(detok.push(ids{426, byte_token(0xE4), byte_token(0xB8)}), ".");
+  EXPECT_EQ(detok.flush(), "\xEF\xBF\xBD");
+  // The detokenizer starts over after a flush.
+  EXPECT_EQ(detok.held_bytes(), 0u);
+  EXPECT_EQ(detok.push(485), "é");
+}
+
+TEST_P(detokenizer_test, invalid_bytes_become_replacement_characters_at_once) {
+  incremental_detokenizer detok{tok};
+  // 0xFF never starts a character.
+  EXPECT_EQ(detok.push(byte_token(0xFF)), "\xEF\xBF\xBD");
+  // A stray continuation byte.
+  EXPECT_EQ(detok.push(byte_token(0x80)), "\xEF\xBF\xBD");
+  // An incomplete character cut short by a normal piece: one U+FFFD, then the piece.
+  EXPECT_EQ(detok.push(byte_token(0xE4)), "");
+  EXPECT_EQ(detok.push(byte_token(0xB8)), "");
+  EXPECT_EQ(detok.push(413), "\xEF\xBF\xBDt");
+  // An overlong form (C0 AF) and a surrogate (ED A0 80).
+  EXPECT_EQ(detok.push(ids{byte_token(0xC0), byte_token(0xAF)}), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(detok.push(ids{byte_token(0xED), byte_token(0xA0), byte_token(0x80)}),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(detok.flush(), "");
+}
+
+TEST_P(detokenizer_test, decode_prompt_drops_one_leading_space) {
+  EXPECT_EQ(decode_prompt(*tok, tok->encode("Once upon a time", true)), "Once upon a time");
+  EXPECT_EQ(decode_prompt(*tok, ids{1, 410, 410, 413}), " t");
+  EXPECT_EQ(decode_prompt(*tok, ids{1}), "");
+  EXPECT_EQ(decode_prompt(*tok, ids{}), "");
+  EXPECT_EQ(decode_prompt(*tok, ids{411, 410}), "e ");
+  EXPECT_EQ(decode_prompt(*tok, ids{410, byte_token(0xE4)}), "\xEF\xBF\xBD");
+}
+
+INSTANTIATE_TEST_SUITE_P(both_tokenizers, detokenizer_test,
+                         ::testing::Values("tok512.model", "tok512.bin"), [](const auto& info) {
+                           return info.param == "tok512.bin" ? std::string{"llama2c"}
+                                                             : std::string{"sentencepiece"};
+                         });
+
+// -- drain_utf8 ----------------------------------------------------------------------------------
+
+TEST(drain_utf8, keeps_only_an_incomplete_tail) {
+  std::string pending = "ab\xE4\xB8";
+  EXPECT_EQ(drain_utf8(pending, false), "ab");
+  EXPECT_EQ(pending, "\xE4\xB8");
+  pending += "\xAD";
+  EXPECT_EQ(drain_utf8(pending, false), "中");
+  EXPECT_EQ(pending, "");
+  // F4 90 is above U+10FFFF: invalid at once, as is the continuation byte after it.
+  pending = "\xF4\x90";
+  EXPECT_EQ(drain_utf8(pending, false), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  pending = "\xF0\x9F\x98";
+  EXPECT_EQ(drain_utf8(pending, true), "\xEF\xBF\xBD");
+  EXPECT_EQ(pending, "");
+}
+
+}  // namespace conveyor::model
