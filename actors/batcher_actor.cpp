@@ -3,8 +3,8 @@
 
 #include <unordered_map>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 namespace conveyor {
 
@@ -82,8 +82,7 @@ void dispatch(batcher_pointer self) {
   // Deadlines first: expired requests never reach an executor.
   for (auto& req : st.queue->expire(now))
     end_here(self, req.id, outcome::expired, ec::expired,
-             "deadline passed while waiting in the queue", req.times,
-             int32_t(req.prompt.size()));
+             "deadline passed while waiting in the queue", req.times, int32_t(req.prompt.size()));
   for (auto& [addr, e] : st.executors) {
     if (st.queue->empty()) break;
     // Requests sent but not yet received count as taken.
@@ -103,8 +102,7 @@ void dispatch(batcher_pointer self) {
     e.sent += items.size();
     self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());
   }
-  self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"},
-             double(st.queue->size()));
+  self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"}, double(st.queue->size()));
   flush_timings(self);
   arm_timer(self);
 }
@@ -171,113 +169,120 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
       if (l.where == stage::running && l.executor.address() == dm.source) lost.push_back(id);
     for (auto id : lost)
       end_here(self, id, outcome::failed, ec::executor_lost,
-               "executor " + it->second.report.name + " was lost", request_times{now_stamp()},
-               0);
+               "executor " + it->second.report.name + " was lost", request_times{now_stamp()}, 0);
     st.executors.erase(it);
     flush_timings(self);
   });
   return {
-    [=](atom::generate, generate_request& req, sink_actor& sink) -> request_id {
-      auto& st = self->state;
-      if (req.id == 0) req.id = st.next_id++;
-      if (req.arrival == 0) req.arrival = now_stamp();
-      const auto id = req.id;
-      request_times times;
-      times.arrival = req.arrival;
-      if (st.live.count(id) != 0) {
-        self->send(sink, make_failure(id, outcome::rejected, ec::bad_request,
-                                      "request id " + std::to_string(id) + " is already in use",
-                                      times));
+      [=](atom::generate, generate_request& req, sink_actor& sink) -> request_id {
+        auto& st = self->state;
+        if (req.id == 0) req.id = st.next_id++;
+        if (req.arrival == 0) req.arrival = now_stamp();
+        const auto id = req.id;
+        request_times times;
+        times.arrival = req.arrival;
+        if (st.live.count(id) != 0) {
+          self->send(
+              sink, make_failure(id, outcome::rejected, ec::bad_request,
+                                 "request id " + std::to_string(id) + " is already in use", times));
+          return id;
+        }
+        st.live.emplace(id, live_request{sink, stage::tokenizing, false, {}});
+        auto reject = [&](ec code, std::string message) {
+          end_here(self, id, outcome::rejected, code, std::move(message), times, 0);
+          flush_timings(self);
+          return id;
+        };
+        if (st.draining) return reject(ec::shutting_down, st.drain_message);
+        const auto& p = req.params;
+        if (p.max_tokens < 1)
+          return reject(ec::bad_request,
+                        "max_tokens must be at least 1, got " + std::to_string(p.max_tokens));
+        if (p.temperature < 0) return reject(ec::bad_request, "temperature must not be negative");
+        if (!(p.top_p > 0 && p.top_p <= 1))
+          return reject(ec::bad_request, "top_p must be in (0, 1]");
+        if (p.top_k < 0) return reject(ec::bad_request, "top_k must not be negative");
+        if (req.timeout_s < 0) return reject(ec::bad_request, "timeout must not be negative");
+        const double timeout = req.timeout_s > 0 ? req.timeout_s : st.settings.default_timeout_s;
+        const stamp deadline = timeout > 0 ? req.arrival + stamp(timeout * 1e9) : 0;
+        self->request(st.tokenizers, caf::infinite, atom::encode::value, std::move(req))
+            .then(
+                [=](sequence_request& seq) {
+                  seq.deadline = deadline;
+                  enqueue(self, std::move(seq));
+                },
+                [=](caf::error& err) {
+                  const auto code = code_of(err);
+                  end_here(self, id, code == ec::internal ? outcome::failed : outcome::rejected,
+                           code == ec::internal ? ec::internal : code, message_of(err), times, 0);
+                  flush_timings(self);
+                });
         return id;
-      }
-      st.live.emplace(id, live_request{sink, stage::tokenizing, false, {}});
-      auto reject = [&](ec code, std::string message) {
-        end_here(self, id, outcome::rejected, code, std::move(message), times, 0);
+      },
+      [=](atom::cancel, request_id id) {
+        auto& st = self->state;
+        auto it = st.live.find(id);
+        if (it == st.live.end()) return;
+        switch (it->second.where) {
+          case stage::tokenizing:
+            it->second.cancel_requested = true;
+            break;
+          case stage::waiting:
+            if (auto req = st.queue->remove(id)) {
+              end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled", req->times,
+                       int32_t(req->prompt.size()));
+              flush_timings(self);
+            }
+            break;
+          case stage::running:
+            self->send(it->second.executor, atom::cancel::value, id);
+            break;
+        }
+      },
+      [=](atom::status) {
+        auto& st = self->state;
+        pipeline_status s;
+        for (auto& [id, l] : st.live) {
+          if (l.where == stage::tokenizing)
+            ++s.tokenizing;
+          else if (l.where == stage::waiting)
+            ++s.waiting;
+          else
+            ++s.running;
+        }
+        s.executors = st.executors.size();
+        s.draining = st.draining;
+        return s;
+      },
+      [=](atom::prometheus p) { return self->delegate(self->state.metrics, p); },
+      [=](atom::snapshot s) { return self->delegate(self->state.metrics, s); },
+      [=](atom::drain, std::string& message) {
+        auto& st = self->state;
+        st.draining = true;
+        st.drain_message = message;
+        for (auto& req : st.queue->drain())
+          end_here(self, req.id, outcome::rejected, ec::shutting_down, message, req.times,
+                   int32_t(req.prompt.size()));
         flush_timings(self);
-        return id;
-      };
-      if (st.draining) return reject(ec::shutting_down, st.drain_message);
-      const auto& p = req.params;
-      if (p.max_tokens < 1)
-        return reject(ec::bad_request,
-                      "max_tokens must be at least 1, got " + std::to_string(p.max_tokens));
-      if (p.temperature < 0) return reject(ec::bad_request, "temperature must not be negative");
-      if (!(p.top_p > 0 && p.top_p <= 1)) return reject(ec::bad_request, "top_p must be in (0, 1]");
-      if (p.top_k < 0) return reject(ec::bad_request, "top_k must not be negative");
-      if (req.timeout_s < 0) return reject(ec::bad_request, "timeout must not be negative");
-      const double timeout = req.timeout_s > 0 ? req.timeout_s : st.settings.default_timeout_s;
-      const stamp deadline = timeout > 0 ? req.arrival + stamp(timeout * 1e9) : 0;
-      self->request(st.tokenizers, caf::infinite, atom::encode::value, std::move(req))
-        .then(
-          [=](sequence_request& seq) {
-            seq.deadline = deadline;
-            enqueue(self, std::move(seq));
-          },
-          [=](caf::error& err) {
-            const auto code = code_of(err);
-            end_here(self, id, code == ec::internal ? outcome::failed : outcome::rejected,
-                     code == ec::internal ? ec::internal : code, message_of(err), times, 0);
-            flush_timings(self);
-          });
-      return id;
-    },
-    [=](atom::cancel, request_id id) {
-      auto& st = self->state;
-      auto it = st.live.find(id);
-      if (it == st.live.end()) return;
-      switch (it->second.where) {
-        case stage::tokenizing: it->second.cancel_requested = true; break;
-        case stage::waiting:
-          if (auto req = st.queue->remove(id)) {
-            end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled",
-                     req->times, int32_t(req->prompt.size()));
-            flush_timings(self);
-          }
-          break;
-        case stage::running: self->send(it->second.executor, atom::cancel::value, id); break;
-      }
-    },
-    [=](atom::status) {
-      auto& st = self->state;
-      pipeline_status s;
-      for (auto& [id, l] : st.live) {
-        if (l.where == stage::tokenizing) ++s.tokenizing;
-        else if (l.where == stage::waiting) ++s.waiting;
-        else ++s.running;
-      }
-      s.executors = st.executors.size();
-      s.draining = st.draining;
-      return s;
-    },
-    [=](atom::prometheus p) { return self->delegate(self->state.metrics, p); },
-    [=](atom::snapshot s) { return self->delegate(self->state.metrics, s); },
-    [=](atom::drain, std::string& message) {
-      auto& st = self->state;
-      st.draining = true;
-      st.drain_message = message;
-      for (auto& req : st.queue->drain())
-        end_here(self, req.id, outcome::rejected, ec::shutting_down, message, req.times,
-                 int32_t(req.prompt.size()));
-      flush_timings(self);
-    },
-    [=](atom::pull, executor_actor& exec, executor_report& report) {
-      auto& st = self->state;
-      auto [it, fresh] = st.executors.try_emplace(exec.address());
-      if (fresh) {
-        it->second.handle = exec;
-        self->monitor(exec);
-        spdlog::info("executor {} ready", report.name);
-      }
-      it->second.report = std::move(report);
-      dispatch(self);
-    },
-    [=](atom::done, request_id id, outcome) { self->state.live.erase(id); },
-    [=](atom::wakeup, uint64_t generation) {
-      auto& st = self->state;
-      if (generation != st.timer_generation) return;
-      st.timer_at = 0;
-      dispatch(self);
-    },
+      },
+      [=](atom::pull, executor_actor& exec, executor_report& report) {
+        auto& st = self->state;
+        auto [it, fresh] = st.executors.try_emplace(exec.address());
+        if (fresh) {
+          it->second.handle = exec;
+          self->monitor(exec);
+          spdlog::info("executor {} ready", report.name);
+        }
+        it->second.report = std::move(report);
+        dispatch(self);
+      },
+      [=](atom::done, request_id id, outcome) { self->state.live.erase(id); },
+      [=](atom::wakeup, uint64_t generation) {
+        auto& st = self->state;
+        if (generation != st.timer_generation) return;
+        st.timer_at = 0;
+        dispatch(self);
+      },
   };
 }
 

@@ -4,8 +4,8 @@
 
 #include <unordered_map>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 namespace conveyor {
 
@@ -90,51 +90,51 @@ executor_actor::behavior_type executor(executor_pointer self,
   st.metrics = std::move(metrics);
   if (threads > 0) model::set_compute_threads(threads);
   st.timings.started.push_back(
-    pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
+      pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
   flush_timings(self, true);
   report(self);
   return {
-    [=](atom::work, std::vector<work_item>& items, bool static_batch) {
-      auto& st = self->state;
-      st.received += items.size();
-      std::vector<sequence_request> requests;
-      requests.reserve(items.size());
-      for (auto& item : items) {
-        st.sinks[item.request.id] = std::move(item.sink);
-        requests.push_back(std::move(item.request));
-      }
-      pipeline::step_output out;
-      st.core->admit(std::move(requests), static_batch, out);
-      deliver(self, out);
-      schedule_step(self);
-      report(self);
-    },
-    [=](atom::cancel, request_id id) {
-      if (self->state.core->cancel(id)) schedule_step(self);
-    },
-    [=](atom::step) {
-      auto& st = self->state;
-      st.step_scheduled = false;
-      pipeline::step_output out;
-      try {
-        out = st.core->step();
-      } catch (const std::exception& e) {
-        spdlog::error("executor {}: step failed: {}", st.core->name(), e.what());
-        st.core->abort_all(outcome::failed, ec::model_failure,
-                           std::string{"the model failed: "} + e.what(), out);
-      }
-      deliver(self, out);
-      schedule_step(self);
-      report(self);
-    },
-    [=](atom::drain, std::string& message) {
-      auto& st = self->state;
-      st.draining = true;
-      pipeline::step_output out;
-      st.core->abort_all(outcome::failed, ec::shutting_down, message, out);
-      deliver(self, out);
-      flush_timings(self, true);
-    },
+      [=](atom::work, std::vector<work_item>& items, bool static_batch) {
+        auto& st = self->state;
+        st.received += items.size();
+        std::vector<sequence_request> requests;
+        requests.reserve(items.size());
+        for (auto& item : items) {
+          st.sinks[item.request.id] = std::move(item.sink);
+          requests.push_back(std::move(item.request));
+        }
+        pipeline::step_output out;
+        st.core->admit(std::move(requests), static_batch, out);
+        deliver(self, out);
+        schedule_step(self);
+        report(self);
+      },
+      [=](atom::cancel, request_id id) {
+        if (self->state.core->cancel(id)) schedule_step(self);
+      },
+      [=](atom::step) {
+        auto& st = self->state;
+        st.step_scheduled = false;
+        pipeline::step_output out;
+        try {
+          out = st.core->step();
+        } catch (const std::exception& e) {
+          spdlog::error("executor {}: step failed: {}", st.core->name(), e.what());
+          st.core->abort_all(outcome::failed, ec::model_failure,
+                             std::string{"the model failed: "} + e.what(), out);
+        }
+        deliver(self, out);
+        schedule_step(self);
+        report(self);
+      },
+      [=](atom::drain, std::string& message) {
+        auto& st = self->state;
+        st.draining = true;
+        pipeline::step_output out;
+        st.core->abort_all(outcome::failed, ec::shutting_down, message, out);
+        deliver(self, out);
+        flush_timings(self, true);
+      },
   };
 }
 

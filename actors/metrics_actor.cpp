@@ -1,7 +1,7 @@
 #include "actors/metrics_actor.hpp"
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "pipeline/metrics.hpp"
 
@@ -19,29 +19,31 @@ metrics_actor::behavior_type metrics(metrics_actor::stateful_pointer<metrics_sta
                                      double interval_s) {
   self->state.interval_s = interval_s;
   if (interval_s > 0)
-    self->delayed_send(self, std::chrono::duration<double>(interval_s), atom::summary::value);
+    self->delayed_send(self, std::chrono::milliseconds(int64_t(interval_s * 1000)),
+                       atom::summary::value);
   return {
-    [=](timing_batch& batch) {
-      auto& r = self->state.registry;
-      for (auto& s : batch.started) r.record(s);
-      for (auto& t : batch.requests) r.record(t);
-      for (auto& t : batch.steps) r.record(t);
-    },
-    [=](atom::gauge, const std::string& name, double value) {
-      auto& r = self->state.registry;
-      if (name == "queue_depth")
-        r.set_queue_depth(size_t(value));
-      else if (name.rfind("running:", 0) == 0)
-        r.set_running_sequences(name.substr(8), size_t(value));
-    },
-    [=](atom::prometheus) { return self->state.registry.prometheus_text(); },
-    [=](atom::snapshot) { return self->state.registry.json_snapshot(); },
-    [=](atom::summary) {
-      spdlog::info("{}", self->state.registry.summary_line());
-      const double interval = self->state.interval_s;
-      if (interval > 0)
-        self->delayed_send(self, std::chrono::duration<double>(interval), atom::summary::value);
-    },
+      [=](timing_batch& batch) {
+        auto& r = self->state.registry;
+        for (auto& s : batch.started) r.record(s);
+        for (auto& t : batch.requests) r.record(t);
+        for (auto& t : batch.steps) r.record(t);
+      },
+      [=](atom::gauge, const std::string& name, double value) {
+        auto& r = self->state.registry;
+        if (name == "queue_depth")
+          r.set_queue_depth(size_t(value));
+        else if (name.rfind("running:", 0) == 0)
+          r.set_running_sequences(name.substr(8), size_t(value));
+      },
+      [=](atom::prometheus) { return self->state.registry.prometheus_text(); },
+      [=](atom::snapshot) { return self->state.registry.json_snapshot(); },
+      [=](atom::summary) {
+        spdlog::info("{}", self->state.registry.summary_line());
+        const double interval = self->state.interval_s;
+        if (interval > 0)
+          self->delayed_send(self, std::chrono::milliseconds(int64_t(interval * 1000)),
+                             atom::summary::value);
+      },
   };
 }
 

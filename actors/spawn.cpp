@@ -1,11 +1,11 @@
 // spawn_pipeline: loads the models and wires tokenizers, batcher, executors and metrics.
 #include "actors/spawn.hpp"
 
-#include <thread>
 #include <unistd.h>
+#include <thread>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "actors/batcher_actor.hpp"
 #include "actors/executor_actor.hpp"
@@ -29,16 +29,16 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   if (auto err = config::validate(cfg)) return err;
   const std::string model_spec = model::resolve_path(cfg.model.path);
   const std::string tokenizer_file = model::resolve_path(
-    cfg.model.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : cfg.model.tokenizer);
+      cfg.model.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : cfg.model.tokenizer);
   auto tokenizer = model::load_tokenizer(tokenizer_file);
   if (!tokenizer) return tokenizer.error();
   auto shape = model::shape_of(model_spec);
   if (!shape) return shape.error();
   if (shape->vocab_size != (*tokenizer)->vocab_size() && model_spec != "trivial")
     return make_error(ec::bad_config, "tokenizer " + tokenizer_file + " has " +
-                                        std::to_string((*tokenizer)->vocab_size()) +
-                                        " tokens but model " + model_spec + " has " +
-                                        std::to_string(shape->vocab_size));
+                                          std::to_string((*tokenizer)->vocab_size()) +
+                                          " tokens but model " + model_spec + " has " +
+                                          std::to_string(shape->vocab_size));
   auto executors = config::resolve_executors(cfg, 0);
   // Every KV cache is reserved at start: check that they fit before allocating any.
   int64_t kv_total = 0;
@@ -50,8 +50,8 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   if (memory > 0 && kv_total > memory)
     return make_error(ec::bad_config,
                       "the KV caches need " + std::to_string(kv_total >> 20) + " MiB (slots x " +
-                        "context x layers x kv_dim x 2 x 4 bytes over all executors) but the " +
-                        "machine has " + std::to_string(memory >> 20) + " MiB");
+                          "context x layers x kv_dim x 2 x 4 bytes over all executors) but the " +
+                          "machine has " + std::to_string(memory >> 20) + " MiB");
   std::vector<std::unique_ptr<pipeline::executor_core>> cores;
   int32_t context = 0;
   for (size_t i = 0; i < executors.size(); ++i) {
@@ -75,8 +75,7 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   h.model_name = config::served_name(cfg.model);
   h.context = context;
   h.metrics = spawn_metrics(system, cfg.metrics.enabled ? double(cfg.metrics.interval_s) : 0.0);
-  h.tokenizers =
-    spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), *tokenizer, context);
+  h.tokenizers = spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), *tokenizer, context);
   batcher_settings bs;
   auto policy = pipeline::parse_policy(cfg.batcher.policy);
   bs.options.policy = policy ? *policy : pipeline::policy_kind::continuous;
@@ -96,8 +95,8 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
     h.executors.push_back(spawn_executor(system, std::move(cores[i]), threads, batcher, h.metrics));
   }
   spdlog::info("pipeline: policy {}, {} executor(s), {} tokenizer worker(s); {}",
-               pipeline::to_string(bs.options.policy), h.executors.size(),
-               cfg.tokenizer.workers, model::compute_backend_description());
+               pipeline::to_string(bs.options.policy), h.executors.size(), cfg.tokenizer.workers,
+               model::compute_backend_description());
   return h;
 }
 

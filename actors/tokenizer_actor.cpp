@@ -6,32 +6,32 @@
 namespace conveyor {
 
 caf::behavior tokenizer_worker(caf::event_based_actor*,
-                               std::shared_ptr<const model::tokenizer> tokenizer,
-                               int32_t context) {
+                               std::shared_ptr<const model::tokenizer> tokenizer, int32_t context) {
   return {
-    [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
-      sequence_request seq;
-      seq.id = req.id;
-      seq.prompt = req.prompt_tokens.empty() ? tokenizer->encode(req.prompt, true)
-                                             : std::move(req.prompt_tokens);
-      seq.params = std::move(req.params);
-      seq.priority = req.priority;
-      seq.times.arrival = req.arrival;
-      seq.times.tokenized = now_stamp();
-      for (auto id : seq.prompt)
-        if (id < 0 || id >= tokenizer->vocab_size())
-          return make_error(ec::bad_request, "prompt token id " + std::to_string(id) +
-                                               " is outside the vocabulary (0.." +
-                                               std::to_string(tokenizer->vocab_size() - 1) + ")");
-      const int64_t need = int64_t(seq.prompt.size()) + seq.params.max_tokens;
-      if (need > context)
-        return make_error(ec::prompt_too_long,
-                          "the prompt has " + std::to_string(seq.prompt.size()) +
-                            " tokens and max_tokens is " + std::to_string(seq.params.max_tokens) +
-                            ": together " + std::to_string(need) + ", more than the context of " +
-                            std::to_string(context) + " tokens");
-      return seq;
-    },
+      [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
+        sequence_request seq;
+        seq.id = req.id;
+        seq.prompt = req.prompt_tokens.empty() ? tokenizer->encode(req.prompt, true)
+                                               : std::move(req.prompt_tokens);
+        seq.params = std::move(req.params);
+        seq.priority = req.priority;
+        seq.times.arrival = req.arrival;
+        seq.times.tokenized = now_stamp();
+        for (auto id : seq.prompt)
+          if (id < 0 || id >= tokenizer->vocab_size())
+            return make_error(ec::bad_request, "prompt token id " + std::to_string(id) +
+                                                   " is outside the vocabulary (0.." +
+                                                   std::to_string(tokenizer->vocab_size() - 1) +
+                                                   ")");
+        const int64_t need = int64_t(seq.prompt.size()) + seq.params.max_tokens;
+        if (need > context)
+          return make_error(
+              ec::prompt_too_long,
+              "the prompt has " + std::to_string(seq.prompt.size()) + " tokens and max_tokens is " +
+                  std::to_string(seq.params.max_tokens) + ": together " + std::to_string(need) +
+                  ", more than the context of " + std::to_string(context) + " tokens");
+        return seq;
+      },
   };
 }
 
@@ -41,8 +41,8 @@ caf::actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
   auto factory = [&system, tokenizer, context] {
     return system.spawn(tokenizer_worker, tokenizer, context);
   };
-  return caf::actor_pool::make(system.dummy_execution_unit(), std::max<size_t>(1, workers),
-                               factory, caf::actor_pool::round_robin());
+  return caf::actor_pool::make(system.dummy_execution_unit(), std::max<size_t>(1, workers), factory,
+                               caf::actor_pool::round_robin());
 }
 
 }  // namespace conveyor

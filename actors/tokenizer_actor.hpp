@@ -17,7 +17,6 @@ caf::behavior tokenizer_worker(caf::event_based_actor* self,
 
 /// A round-robin pool of `workers` tokenizer workers.
 caf::actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                std::shared_ptr<const model::tokenizer> tokenizer,
-                                int32_t context);
+                                std::shared_ptr<const model::tokenizer> tokenizer, int32_t context);
 
 }  // namespace conveyor

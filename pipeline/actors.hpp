@@ -67,8 +67,8 @@ struct pipeline_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
-  return f(caf::meta::type_name("pipeline_status"), x.waiting, x.tokenizing, x.running,
-           x.executors, x.draining);
+  return f(caf::meta::type_name("pipeline_status"), x.waiting, x.tokenizing, x.running, x.executors,
+           x.draining);
 }
 
 // -- interfaces ----------------------------------------------------------------------------------
@@ -76,10 +76,10 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
 /// The SINK of a request: any actor that hears its output. It receives zero or more chunks and
 /// then exactly one result.
 using sink_actor = caf::typed_actor<
-  // New text and tokens of one step.
-  caf::reacts_to<token_chunk>,
-  // The end: finished, cancelled, expired, rejected or failed.
-  caf::reacts_to<request_result>>;
+    // New text and tokens of one step.
+    caf::reacts_to<token_chunk>,
+    // The end: finished, cancelled, expired, rejected or failed.
+    caf::reacts_to<request_result>>;
 
 /// A work item on its way from the batcher to an executor: the request and where its output goes.
 struct work_item {
@@ -94,38 +94,38 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
 
 /// The EXECUTOR actor interface: one per device, owning a model and its KV cache.
 using executor_actor = caf::typed_actor<
-  // Admit these requests; `true` marks a static batch of the seed policy.
-  caf::reacts_to<atom::work, std::vector<work_item>, bool>,
-  // Cancel a request at the next step boundary.
-  caf::reacts_to<atom::cancel, request_id>,
-  // Run one step (sent to itself, so that messages are handled between steps).
-  caf::reacts_to<atom::step>,
-  // End every running request with the given message and stop taking work.
-  caf::reacts_to<atom::drain, std::string>>;
+    // Admit these requests; `true` marks a static batch of the seed policy.
+    caf::reacts_to<atom::work, std::vector<work_item>, bool>,
+    // Cancel a request at the next step boundary.
+    caf::reacts_to<atom::cancel, request_id>,
+    // Run one step (sent to itself, so that messages are handled between steps).
+    caf::reacts_to<atom::step>,
+    // End every running request with the given message and stop taking work.
+    caf::reacts_to<atom::drain, std::string>>;
 
 /// The PIPELINE actor interface (the batcher is its front): what an embedding system talks to.
 using pipeline_actor = caf::typed_actor<
-  // Start a request; its output goes to the sink. Replies with the request's id.
-  caf::replies_to<atom::generate, generate_request, sink_actor>::with<request_id>,
-  // Cancel a request wherever it is; its sink hears `cancelled`.
-  caf::reacts_to<atom::cancel, request_id>,
-  // How many requests wait, run, ...
-  caf::replies_to<atom::status>::with<pipeline_status>,
-  // The metrics in Prometheus' text format.
-  caf::replies_to<atom::prometheus>::with<std::string>,
-  // The metrics as a JSON object.
-  caf::replies_to<atom::snapshot>::with<std::string>,
-  // Stop taking requests; end the waiting ones with the given message.
-  caf::reacts_to<atom::drain, std::string>>;
+    // Start a request; its output goes to the sink. Replies with the request's id.
+    caf::replies_to<atom::generate, generate_request, sink_actor>::with<request_id>,
+    // Cancel a request wherever it is; its sink hears `cancelled`.
+    caf::reacts_to<atom::cancel, request_id>,
+    // How many requests wait, run, ...
+    caf::replies_to<atom::status>::with<pipeline_status>,
+    // The metrics in Prometheus' text format.
+    caf::replies_to<atom::prometheus>::with<std::string>,
+    // The metrics as a JSON object.
+    caf::replies_to<atom::snapshot>::with<std::string>,
+    // Stop taking requests; end the waiting ones with the given message.
+    caf::reacts_to<atom::drain, std::string>>;
 
 /// The BATCHER actor interface: the pipeline's interface plus what executors send it.
 using batcher_actor = pipeline_actor::extend<
-  // An executor asks for work (and says what it has room for).
-  caf::reacts_to<atom::pull, executor_actor, executor_report>,
-  // An executor ended a request (its sink has heard the result already).
-  caf::reacts_to<atom::done, request_id, outcome>,
-  // Time to look at deadlines and partial batches again (argument: timer generation).
-  caf::reacts_to<atom::wakeup, uint64_t>>;
+    // An executor asks for work (and says what it has room for).
+    caf::reacts_to<atom::pull, executor_actor, executor_report>,
+    // An executor ended a request (its sink has heard the result already).
+    caf::reacts_to<atom::done, request_id, outcome>,
+    // Time to look at deadlines and partial batches again (argument: timer generation).
+    caf::reacts_to<atom::wakeup, uint64_t>>;
 
 }  // namespace conveyor
 
@@ -149,15 +149,15 @@ namespace conveyor {
 
 /// The METRICS actor interface.
 using metrics_actor = caf::typed_actor<
-  // Record timing events.
-  caf::reacts_to<timing_batch>,
-  // Set a gauge: "queue_depth" (value), or "running:<executor>" (sequences).
-  caf::reacts_to<atom::gauge, std::string, double>,
-  // The Prometheus text.
-  caf::replies_to<atom::prometheus>::with<std::string>,
-  // The JSON snapshot.
-  caf::replies_to<atom::snapshot>::with<std::string>,
-  // Log the one-line summary (periodic, sent to itself).
-  caf::reacts_to<atom::summary>>;
+    // Record timing events.
+    caf::reacts_to<timing_batch>,
+    // Set a gauge: "queue_depth" (value), or "running:<executor>" (sequences).
+    caf::reacts_to<atom::gauge, std::string, double>,
+    // The Prometheus text.
+    caf::replies_to<atom::prometheus>::with<std::string>,
+    // The JSON snapshot.
+    caf::replies_to<atom::snapshot>::with<std::string>,
+    // Log the one-line summary (periodic, sent to itself).
+    caf::reacts_to<atom::summary>>;
 
 }  // namespace conveyor

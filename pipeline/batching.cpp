@@ -14,9 +14,12 @@ std::optional<policy_kind> parse_policy(const std::string& name) {
 
 const char* to_string(policy_kind x) {
   switch (x) {
-    case policy_kind::sequential: return "sequential";
-    case policy_kind::seed: return "seed";
-    case policy_kind::continuous: return "continuous";
+    case policy_kind::sequential:
+      return "sequential";
+    case policy_kind::seed:
+      return "seed";
+    case policy_kind::continuous:
+      return "continuous";
   }
   return "unknown";
 }
@@ -24,7 +27,7 @@ const char* to_string(policy_kind x) {
 // -- waiting_queue ------------------------------------------------------------------------------
 
 waiting_queue::waiting_queue(int64_t max_requests, int64_t max_tokens)
-  : max_requests_(max_requests), max_tokens_(max_tokens) {}
+    : max_requests_(max_requests), max_tokens_(max_tokens) {}
 
 std::optional<std::string> waiting_queue::push(sequence_request req) {
   if (int64_t(by_order_.size()) >= max_requests_)
@@ -66,7 +69,9 @@ std::vector<sequence_request> waiting_queue::drain() {
   return out;
 }
 
-sequence_request waiting_queue::pop_front() { return *remove(by_order_.begin()->second.id); }
+sequence_request waiting_queue::pop_front() {
+  return *remove(by_order_.begin()->second.id);
+}
 
 std::vector<const sequence_request*> waiting_queue::in_order() const {
   std::vector<const sequence_request*> out;
@@ -95,9 +100,8 @@ namespace {
 
 /// One request at a time per executor: the baseline.
 class sequential_policy final : public batching_policy {
-public:
-  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e,
-                                       stamp) override {
+ public:
+  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp) override {
     std::vector<sequence_request> out;
     if (e.active == 0 && e.free_slots > 0 && !q.empty()) out.push_back(q.pop_front());
     return out;
@@ -109,7 +113,7 @@ public:
 /// length (longest first), take up to max_batch_size, pad to the longest and run the batch to
 /// completion. A partial batch leaves once its oldest request has waited max_wait.
 class seed_policy final : public batching_policy {
-public:
+ public:
   explicit seed_policy(const batcher_options& o) : options_(o) {}
 
   std::vector<sequence_request> select(waiting_queue& q, const executor_view& e,
@@ -136,7 +140,7 @@ public:
   bool static_batches() const override { return true; }
   policy_kind kind() const override { return policy_kind::seed; }
 
-private:
+ private:
   stamp flush_time(const waiting_queue& q) const {
     return q.oldest_queued() + stamp(options_.max_wait_s * 1e9);
   }
@@ -146,11 +150,10 @@ private:
 /// Iteration-level batching: sequences join whenever the executor has free slots and the step
 /// has token budget, and leave the moment they end (the executor frees their slots).
 class continuous_policy final : public batching_policy {
-public:
+ public:
   explicit continuous_policy(const batcher_options& o) : options_(o) {}
 
-  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e,
-                                       stamp) override {
+  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp) override {
     std::vector<sequence_request> out;
     int32_t room = std::min(e.free_slots, options_.max_num_seqs - e.active);
     int64_t budget = options_.max_batched_tokens;
@@ -166,7 +169,7 @@ public:
   }
   policy_kind kind() const override { return policy_kind::continuous; }
 
-private:
+ private:
   batcher_options options_;
 };
 
@@ -174,9 +177,12 @@ private:
 
 std::unique_ptr<batching_policy> make_policy(const batcher_options& options) {
   switch (options.policy) {
-    case policy_kind::sequential: return std::make_unique<sequential_policy>();
-    case policy_kind::seed: return std::make_unique<seed_policy>(options);
-    case policy_kind::continuous: return std::make_unique<continuous_policy>(options);
+    case policy_kind::sequential:
+      return std::make_unique<sequential_policy>();
+    case policy_kind::seed:
+      return std::make_unique<seed_policy>(options);
+    case policy_kind::continuous:
+      return std::make_unique<continuous_policy>(options);
   }
   return nullptr;
 }

@@ -41,7 +41,7 @@ struct batcher_options {
 /// Requests waiting for an executor: highest priority first, first come first served within a
 /// level; bounded by count and by tokens.
 class waiting_queue {
-public:
+ public:
   waiting_queue(int64_t max_requests, int64_t max_tokens);
 
   /// Adds a request, or says why not (the queue is full by requests or by tokens).
@@ -73,7 +73,7 @@ public:
   /// The earliest deadline of all waiting requests (0 when none).
   stamp earliest_deadline() const;
 
-private:
+ private:
   // Ordered by (priority descending, sequence number ascending).
   using key = std::pair<int64_t, uint64_t>;
   std::map<key, sequence_request> by_order_;
@@ -92,7 +92,7 @@ struct executor_view {
 
 /// A batching policy: picks the requests an executor gets when it asks for work.
 class batching_policy {
-public:
+ public:
   virtual ~batching_policy() = default;
 
   /// Removes from `queue` and returns the requests for this executor; may return none.

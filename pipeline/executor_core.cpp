@@ -6,10 +6,10 @@ namespace conveyor::pipeline {
 
 executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
                              std::shared_ptr<const model::tokenizer> tokenizer)
-  : name_(std::move(name)),
-    model_(std::move(model)),
-    tokenizer_(std::move(tokenizer)),
-    max_batched_tokens_(2048) {
+    : name_(std::move(name)),
+      model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      max_batched_tokens_(2048) {
   for (int32_t s = model_->slots() - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
@@ -33,14 +33,21 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
   for (auto& req : requests) {
     if (free_slots_.empty() || (static_batch_ != static_batch)) {
       out.results.push_back(make_failure(req.id, outcome::failed, ec::internal,
-                                         "executor " + name_ + " has no free slot",
-                                         req.times, int32_t(req.prompt.size())));
+                                         "executor " + name_ + " has no free slot", req.times,
+                                         int32_t(req.prompt.size())));
       continue;
     }
-    auto s = std::make_unique<sequence>(sequence{
-      std::move(req), free_slots_.back(), 0, 0, 0, false, false,
-      model::sampler{model::sampling_params{}}, model::incremental_detokenizer{tokenizer_},
-      model::stop_string_matcher{{}}, {}});
+    auto s = std::make_unique<sequence>(sequence{std::move(req),
+                                                 free_slots_.back(),
+                                                 0,
+                                                 0,
+                                                 0,
+                                                 false,
+                                                 false,
+                                                 model::sampler{model::sampling_params{}},
+                                                 model::incremental_detokenizer{tokenizer_},
+                                                 model::stop_string_matcher{{}},
+                                                 {}});
     free_slots_.pop_back();
     const auto& p = s->req.params;
     s->sampler = model::sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
@@ -99,8 +106,7 @@ void executor_core::prefill(step_output& out) {
     }
     const int32_t n = int32_t(s->req.prompt.size());
     const int32_t padded = static_batch_ ? std::max(longest, n) : n;
-    const int64_t cost = static_batch_ ? int64_t(padded) * int64_t(batch.size() + 1)
-                                       : tokens + n;
+    const int64_t cost = static_batch_ ? int64_t(padded) * int64_t(batch.size() + 1) : tokens + n;
     if (!batch.empty() && cost > max_batched_tokens_ && !static_batch_) break;
     longest = std::max(longest, n);
     tokens += n;
@@ -136,10 +142,9 @@ void executor_core::prefill(step_output& out) {
     running_.push_back(std::move(batch[i]));
     emit(*running_.back(), s.sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
   }
-  out.step_timings.push_back(step_timing{name_, step_kind::prefill, prefill_items_.size(),
-                                         size_t(tokens), size_t(padded_tokens),
-                                         to_time_point(start),
-                                         std::chrono::nanoseconds(done - start)});
+  out.step_timings.push_back(step_timing{
+      name_, step_kind::prefill, prefill_items_.size(), size_t(tokens), size_t(padded_tokens),
+      to_time_point(start), std::chrono::nanoseconds(done - start)});
 }
 
 void executor_core::decode(step_output& out) {
@@ -257,8 +262,7 @@ void executor_core::release_ended() {
   release(running_);
 }
 
-void executor_core::abort_all(outcome how, ec code, const std::string& message,
-                              step_output& out) {
+void executor_core::abort_all(outcome how, ec code, const std::string& message, step_output& out) {
   for (auto& s : waiting_) finish(*s, how, finish_reason::none, code, message, out);
   for (auto& s : running_) finish(*s, how, finish_reason::none, code, message, out);
   bool was_static = static_batch_;

@@ -33,7 +33,7 @@ struct step_output {
 /// longest prompt, and finished members keep their rows until every member has finished.
 /// Only the executor's thread touches it.
 class executor_core {
-public:
+ public:
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
                 std::shared_ptr<const model::tokenizer> tokenizer);
 
@@ -72,7 +72,7 @@ public:
   /// Tokens per prefill pass.
   void set_max_batched_tokens(int32_t n) { max_batched_tokens_ = n; }
 
-private:
+ private:
   struct sequence {
     sequence_request req;
     int32_t slot = 0;

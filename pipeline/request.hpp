@@ -23,12 +23,14 @@ using stamp = int64_t;
 /// Now, as a stamp.
 inline stamp now_stamp() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
-           std::chrono::steady_clock::now().time_since_epoch())
-    .count();
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 /// Seconds between two stamps.
-inline double seconds_between(stamp from, stamp to) { return double(to - from) * 1e-9; }
+inline double seconds_between(stamp from, stamp to) {
+  return double(to - from) * 1e-9;
+}
 
 /// How a request ended (finished, cancelled, expired, rejected, failed): exactly once each.
 using pipeline::outcome;
@@ -55,8 +57,8 @@ struct generation_params {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
-  return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p,
-           x.top_k, x.seed, x.stop, x.ignore_eos);
+  return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p, x.top_k,
+           x.seed, x.stop, x.ignore_eos);
 }
 
 /// Time stamps of one request's stages (0 = not reached).

@@ -20,8 +20,10 @@ command_fn add_config(CLI::App& app) {
       std::fprintf(stderr, "conveyor config: %s\n", message_of(cfg.error()).c_str());
       return 1;
     }
-    if (*print) std::fputs(config::to_toml(*cfg).c_str(), stdout);
-    else std::fputs("configuration is valid\n", stdout);
+    if (*print)
+      std::fputs(config::to_toml(*cfg).c_str(), stdout);
+    else
+      std::fputs("configuration is valid\n", stdout);
     return 0;
   };
 }

@@ -1,11 +1,11 @@
 // conveyor generate: one prompt through the executor's own scheduler, printed as it is produced.
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "apps/conveyor/commands.hpp"
 #include "model/causal_lm.hpp"
@@ -42,7 +42,7 @@ int run_generate(const generate_options& o) {
   if (o.threads > 0) model::set_compute_threads(o.threads);
   const auto model_spec = model::resolve_path(o.model);
   const auto tokenizer_path = model::resolve_path(
-    o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
+      o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
   auto tok = model::load_tokenizer(tokenizer_path);
   if (!tok) return fail(message_of(tok.error()));
   model::runtime_options ro;
@@ -86,10 +86,10 @@ int run_generate(const generate_options& o) {
     for (auto& r : out.results) result = r;
   }
   std::fputs(result.tail.c_str(), stdout);
-  if (::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+  std::fputc('\n', stdout);  // as run.c does
   std::fflush(stdout);
   const double seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (result.how != outcome::finished) return fail(result.message);
   if (o.show_tokens) {
     std::string ids;
@@ -109,38 +109,40 @@ int run_generate(const generate_options& o) {
 
 command_fn add_generate(CLI::App& app) {
   auto o = std::make_shared<generate_options>();
-  auto* cmd = app.add_subcommand("generate", "Generate text for one prompt and print it as it "
-                                             "is produced (the prompt first); tokens/s on stderr");
+  auto* cmd = app.add_subcommand("generate",
+                                 "Generate text for one prompt and print it as it "
+                                 "is produced (the prompt first); tokens/s on stderr");
   cmd->add_option("--prompt,-p", o->prompt, "The prompt text")->required();
   cmd->add_option("--max-tokens,-n", o->max_tokens, "Most tokens to generate")
-    ->check(CLI::Range(1, 1 << 20))
-    ->capture_default_str();
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--temperature,-t", o->temperature, "Sampling temperature; 0 is greedy")
-    ->check(CLI::Range(0.0f, 100.0f))
-    ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling: keep the most likely tokens whose "
-                                       "probability adds up to P (1 keeps all)")
-    ->check(CLI::Range(0.0f, 1.0f))
-    ->capture_default_str();
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p,
+                  "Nucleus sampling: keep the most likely tokens whose "
+                  "probability adds up to P (1 keeps all)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Keep only the K most likely tokens (0 keeps all)")
-    ->check(CLI::NonNegativeNumber)
-    ->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the sampler (default: random)")
-    ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--stop", o->stop, "Stop before this text (may be repeated)");
   cmd->add_option("--model,-m", o->model,
                   "A llama2.c checkpoint, or synthetic:s15m / synthetic:s42m (random weights)")
-    ->capture_default_str();
+      ->capture_default_str();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "A SentencePiece .model or llama2.c .bin vocabulary (default: tok512.model "
                   "beside the model, else the embedded one)");
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")
-    ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
-    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-    ->capture_default_str();
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
   return [o] { return run_generate(*o); };
 }
 

@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <map>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "apps/conveyor/commands.hpp"
 
