@@ -242,3 +242,130 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
     handle.reset();
   }
 }
+
+TEST_F(pipeline_test, cancelling_a_running_request_frees_its_slot_for_a_waiting_one) {
+  start(make_config("continuous", 1));
+  caf::scoped_actor self{sys};
+  auto long_one = make_request(1, "Once upon a time", 400);
+  long_one.params.ignore_eos = true;
+  send(self, long_one);
+  // Tokenizer workers run in parallel: send the second once the first runs.
+  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  send(self, make_request(2, "The cat", 5));
+  // Once the first has streamed a few more tokens, the second is still waiting: one slot.
+  size_t chunks = 0;
+  bool cancelled = false;
+  auto out = collect(self, 2, 30s, [&](const token_chunk& c) {
+    if (c.id == 1 && ++chunks == 3 && !cancelled) {
+      cancelled = true;
+      caf::anon_send(handle->front, atom::cancel::value, request_id{1});
+    }
+    if (c.id == 2) {
+      EXPECT_TRUE(cancelled) << "the second request ran before a slot was free";
+    }
+  });
+  ASSERT_EQ(out[1].results.size(), 1u);
+  EXPECT_EQ(out[1].results[0].how, outcome::cancelled);
+  EXPECT_LT(out[1].results[0].completion_tokens, 400);
+  ASSERT_EQ(out[2].results.size(), 1u);
+  EXPECT_EQ(out[2].results[0].how, outcome::finished);
+  EXPECT_EQ(out[2].tokens.size(), 5u);
+}
+
+TEST_F(pipeline_test, a_full_queue_rejects_at_once) {
+  auto cfg = make_config("continuous", 1);
+  cfg.batcher.max_queued_requests = 2;
+  start(cfg);
+  caf::scoped_actor self{sys};
+  auto long_one = make_request(1, "Once upon a time", 300);
+  long_one.params.ignore_eos = true;
+  send(self, long_one);
+  // Wait until it runs, then fill the queue and overflow it.
+  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  send(self, make_request(2, "The cat", 3));
+  send(self, make_request(3, "The dog", 3));
+  send(self, make_request(4, "The bird", 3));
+  request_result rejected;
+  bool got = false;
+  while (!got) {
+    self->receive([](token_chunk&) {},
+                  [&](request_result& r) {
+                    rejected = r;
+                    got = true;
+                  },
+                  caf::after(10s) >> [&] { got = true; });
+  }
+  // The first result is the rejection, while request 1 still runs. Tokenizer workers run in
+  // parallel, so any one of the three may be the one that finds the queue full.
+  EXPECT_TRUE(rejected.id >= 2 && rejected.id <= 4) << rejected.id;
+  EXPECT_EQ(rejected.how, outcome::rejected);
+  EXPECT_EQ(rejected.code, ec::rejected_queue_full);
+  EXPECT_EQ(rejected.message, "queue full: 2 requests waiting (max 2)");
+  caf::anon_send(handle->front, atom::cancel::value, request_id{1});
+  auto rest = collect(self, 3);
+  EXPECT_EQ(rest[1].results.at(0).how, outcome::cancelled);
+  for (request_id id = 2; id <= 4; ++id) {
+    if (id == rejected.id) continue;
+    EXPECT_EQ(rest[id].results.at(0).how, outcome::finished) << id;
+  }
+}
+
+TEST_F(pipeline_test, a_request_whose_deadline_passes_while_waiting_expires) {
+  start(make_config("continuous", 1));
+  caf::scoped_actor self{sys};
+  auto long_one = make_request(1, "Once upon a time", 300);
+  long_one.params.ignore_eos = true;
+  send(self, long_one);
+  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  auto waiting = make_request(2, "The cat", 5);
+  waiting.timeout_s = 0.05;
+  send(self, waiting);
+  request_result first;
+  bool got = false;
+  while (!got)
+    self->receive([](token_chunk&) {},
+                  [&](request_result& r) {
+                    first = r;
+                    got = true;
+                  },
+                  caf::after(10s) >> [&] { got = true; });
+  EXPECT_EQ(first.id, 2u);
+  EXPECT_EQ(first.how, outcome::expired);
+  EXPECT_EQ(first.code, ec::expired);
+  EXPECT_EQ(first.message, "deadline passed while waiting in the queue");
+  caf::anon_send(handle->front, atom::cancel::value, request_id{1});
+  collect(self, 1);
+}
+
+TEST_F(pipeline_test, a_prompt_too_long_for_the_context_is_rejected) {
+  start(make_config("continuous", 2));
+  caf::scoped_actor self{sys};
+  send(self, make_request(1, "Once upon a time", 510));
+  auto out = collect(self, 1);
+  ASSERT_EQ(out[1].results.size(), 1u);
+  EXPECT_EQ(out[1].results[0].how, outcome::rejected);
+  EXPECT_EQ(out[1].results[0].code, ec::prompt_too_long);
+  EXPECT_EQ(out[1].results[0].message,
+            "the prompt has 5 tokens and max_tokens is 510: together 515, more than the "
+            "context of 512 tokens");
+}
+
+TEST_F(pipeline_test, two_executors_share_the_load) {
+  start(make_config("continuous", 2, 2));
+  caf::scoped_actor self{sys};
+  for (request_id i = 1; i <= 16; ++i) {
+    auto r = make_request(i, mix[i % mix.size()].first, 40);
+    r.params.ignore_eos = true;
+    send(self, r);
+  }
+  auto out = collect(self, 16);
+  for (request_id i = 1; i <= 16; ++i) EXPECT_EQ(out[i].results.at(0).how, outcome::finished);
+  nlohmann::json busy;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    busy = snapshot()["gauges"]["executor_busy_ratio"];
+    if (busy.size() == 2) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(busy.size(), 2u) << busy.dump();
+  for (auto& [name, ratio] : busy.items()) EXPECT_GT(ratio.get<double>(), 0.0) << name;
+}
