@@ -41,6 +41,8 @@ std::optional<std::string> waiting_queue::push(sequence_request req) {
   key k{-int64_t(req.priority), req.sequence_number};
   keys_[req.id] = k;
   tokens_ += cost;
+  if (req.deadline != 0) deadlines_.emplace(req.deadline, req.id);
+  queued_at_.emplace(req.times.queued, req.id);
   by_order_.emplace(k, std::move(req));
   return std::nullopt;
 }
@@ -50,14 +52,17 @@ std::optional<sequence_request> waiting_queue::remove(request_id id) {
   if (it == keys_.end()) return std::nullopt;
   auto node = by_order_.extract(it->second);
   keys_.erase(it);
-  tokens_ -= node.mapped().token_cost();
+  const auto& req = node.mapped();
+  tokens_ -= req.token_cost();
+  if (req.deadline != 0) deadlines_.erase({req.deadline, id});
+  queued_at_.erase({req.times.queued, id});
   return std::move(node.mapped());
 }
 
 std::vector<sequence_request> waiting_queue::expire(stamp now) {
   std::vector<request_id> ids;
-  for (const auto& [k, r] : by_order_)
-    if (r.deadline != 0 && r.deadline <= now) ids.push_back(r.id);
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it)
+    ids.push_back(it->second);
   std::vector<sequence_request> out;
   for (auto id : ids) out.push_back(*remove(id));
   return out;
@@ -81,17 +86,11 @@ std::vector<const sequence_request*> waiting_queue::in_order() const {
 }
 
 stamp waiting_queue::oldest_queued() const {
-  stamp oldest = 0;
-  for (const auto& [k, r] : by_order_)
-    if (oldest == 0 || r.times.queued < oldest) oldest = r.times.queued;
-  return oldest;
+  return queued_at_.empty() ? 0 : queued_at_.begin()->first;
 }
 
 stamp waiting_queue::earliest_deadline() const {
-  stamp earliest = 0;
-  for (const auto& [k, r] : by_order_)
-    if (r.deadline != 0 && (earliest == 0 || r.deadline < earliest)) earliest = r.deadline;
-  return earliest;
+  return deadlines_.empty() ? 0 : deadlines_.begin()->first;
 }
 
 // -- policies -----------------------------------------------------------------------------------

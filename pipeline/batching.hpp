@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -78,6 +79,9 @@ class waiting_queue {
   using key = std::pair<int64_t, uint64_t>;
   std::map<key, sequence_request> by_order_;
   std::unordered_map<request_id, key> keys_;
+  // Indexes that keep expire(), oldest_queued() and earliest_deadline() logarithmic.
+  std::set<std::pair<stamp, request_id>> deadlines_;
+  std::set<std::pair<stamp, request_id>> queued_at_;
   int64_t max_requests_;
   int64_t max_tokens_;
   int64_t tokens_ = 0;
