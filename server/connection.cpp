@@ -16,6 +16,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -233,6 +234,24 @@ class http_connection final : public connection,
       if (!ec && generation == self->idle_generation_ && self->state_ == conn_state::reading)
         self->hard_close();
     });
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // The header is in (the body limit is already checked against Content-Length): answer
+  // "Expect: 100-continue" (curl sends it for bodies over 1 KiB), then read the body.
+  void on_header(error_code ec) {
+    if (state_ != conn_state::reading) return;
+    if (ec || parser_->is_done()) {
+      on_read(ec);
+      return;
+    }
+    const auto& header = parser_->get();
+    if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
+      pending_ += "HTTP/1.1 100 Continue\r\n\r\n";
+      flush();
+    }
     http::async_read(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec); });
