@@ -29,7 +29,7 @@ body_error parse_error(const std::string& body, std::size_t max_prompts = 64) {
 
 }  // namespace
 
-TEST(openai_parse, absent_fields_take_the_defaults) {
+TEST(server_openai_parse, absent_fields_take_the_defaults) {
   completion_defaults defaults;
   defaults.max_tokens = 32;
   defaults.temperature = 0.5f;
@@ -50,7 +50,7 @@ TEST(openai_parse, absent_fields_take_the_defaults) {
   EXPECT_FALSE(body.include_usage);
 }
 
-TEST(openai_parse, every_field_is_carried) {
+TEST(server_openai_parse, every_field_is_carried) {
   auto body = parse_ok(R"({"model": "m", "prompt": "a b", "max_tokens": 7, "temperature": 0,
     "top_p": 0.9, "top_k": 40, "seed": 42, "stop": ["\n", "", "END"], "priority": -3,
     "timeout": 2.5, "stream": true, "stream_options": {"include_usage": true},
@@ -69,7 +69,7 @@ TEST(openai_parse, every_field_is_carried) {
   EXPECT_TRUE(body.include_usage);
 }
 
-TEST(openai_parse, a_prompt_array_gives_one_request_per_prompt) {
+TEST(server_openai_parse, a_prompt_array_gives_one_request_per_prompt) {
   auto body = parse_ok(R"({"prompt": ["one", "two", ""], "max_tokens": 3, "stop": "x"})");
   ASSERT_EQ(body.requests.size(), 3u);
   EXPECT_EQ(body.requests[0].prompt, "one");
@@ -81,13 +81,13 @@ TEST(openai_parse, a_prompt_array_gives_one_request_per_prompt) {
   }
 }
 
-TEST(openai_parse, integral_floats_count_as_integers_and_negative_seeds_wrap) {
+TEST(server_openai_parse, integral_floats_count_as_integers_and_negative_seeds_wrap) {
   auto body = parse_ok(R"({"prompt": "p", "max_tokens": 10.0, "seed": -1})");
   EXPECT_EQ(body.requests[0].max_tokens, 10);
   EXPECT_EQ(body.requests[0].seed, UINT64_MAX);
 }
 
-TEST(openai_parse, bad_bodies_name_their_field) {
+TEST(server_openai_parse, bad_bodies_name_their_field) {
   struct bad_case {
     const char* body;
     const char* param;
@@ -131,13 +131,13 @@ TEST(openai_parse, bad_bodies_name_their_field) {
   }
 }
 
-TEST(openai_parse, too_many_prompts_are_refused) {
+TEST(server_openai_parse, too_many_prompts_are_refused) {
   auto err = parse_error(R"({"prompt": ["a", "b", "c"]})", 2);
   EXPECT_EQ(err.param, "prompt");
   EXPECT_NE(err.message.find("at most 2"), std::string::npos) << err.message;
 }
 
-TEST(openai_parse, malformed_json_and_non_objects_have_no_param) {
+TEST(server_openai_parse, malformed_json_and_non_objects_have_no_param) {
   auto err = parse_error(R"({"prompt": )");
   EXPECT_EQ(err.param, "");
   EXPECT_NE(err.message.find("not valid JSON"), std::string::npos) << err.message;
@@ -146,7 +146,7 @@ TEST(openai_parse, malformed_json_and_non_objects_have_no_param) {
   EXPECT_NE(err.message.find("JSON object"), std::string::npos) << err.message;
 }
 
-TEST(openai_render, completion_object) {
+TEST(server_openai_render, completion_object) {
   completion_meta meta{"cmpl-abc", 1700000000, "m"};
   auto j =
       json::parse(render_completion(meta, {{"hello", "length", {3, 2}}, {"bye", "stop", {4, 1}}}));
@@ -162,7 +162,7 @@ TEST(openai_render, completion_object) {
             json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10})"));
 }
 
-TEST(openai_render, chunks_errors_and_models) {
+TEST(server_openai_render, chunks_errors_and_models) {
   completion_meta meta{"cmpl-x", 5, "m"};
   auto chunk = json::parse(render_chunk(meta, 2, "hi", std::nullopt));
   EXPECT_EQ(chunk["choices"][0],
@@ -181,12 +181,12 @@ TEST(openai_render, chunks_errors_and_models) {
                                  "created":9,"owned_by":"conveyor"}]})"));
 }
 
-TEST(openai_render, invalid_utf8_does_not_throw) {
+TEST(server_openai_render, invalid_utf8_does_not_throw) {
   completion_meta meta{"cmpl-x", 5, "m"};
   EXPECT_NO_THROW(render_chunk(meta, 0, "\xff\xfe", std::nullopt));
 }
 
-TEST(openai_ids, are_cmpl_and_24_hex_digits_and_differ) {
+TEST(server_openai_ids, are_cmpl_and_24_hex_digits_and_differ) {
   auto a = make_completion_id();
   auto b = make_completion_id();
   EXPECT_EQ(a.size(), 29u);
