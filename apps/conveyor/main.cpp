@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     commands[after.back()] = std::move(fn);
   };
   add(add_generate);
+  add(add_serve);
   add(add_config);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,34 @@
+// The HTTP server's backend on the actor pipeline: each request gets a sink actor that turns
+// the pipeline's messages into the server's callbacks.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "actors/spawn.hpp"
+#include "server/backend.hpp"
+
+namespace conveyor::app {
+
+/// Implements the server's completion_backend by sending `generate` to a pipeline.
+class pipeline_backend final : public server::completion_backend {
+public:
+  pipeline_backend(caf::actor_system& system, pipeline_handle pipeline,
+                   server::completion_defaults defaults);
+
+  std::shared_ptr<server::request_handle> submit(server::completion_request req,
+                                                 server::completion_events events) override;
+  std::string model_name() const override { return pipeline_.model_name; }
+  void collect_metrics(std::function<void(std::string text)> reply) override;
+  server::completion_defaults defaults() const override { return defaults_; }
+
+private:
+  caf::actor_system& system_;
+  pipeline_handle pipeline_;
+  server::completion_defaults defaults_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace conveyor::app

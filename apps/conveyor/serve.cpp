@@ -1,0 +1,89 @@
+// conveyor serve: the pipeline behind an OpenAI-style HTTP server, until SIGINT or SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/spawn.hpp"
+#include "apps/conveyor/commands.hpp"
+#include "apps/conveyor/config_flags.hpp"
+#include "apps/conveyor/pipeline_backend.hpp"
+#include "server/http_server.hpp"
+
+namespace conveyor::app {
+
+namespace {
+
+int run_serve(const config_flags& flags) {
+  auto cfg = flags.load();
+  if (!cfg) {
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(cfg.error()).c_str());
+    return 1;
+  }
+  setup_logging(cfg->log.level);
+  // Signals go to sigwait below, never to a worker thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  caf::actor_system_config sys_cfg;
+  add_error_category(sys_cfg);
+  sys_cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{sys_cfg};
+  auto pipeline = spawn_pipeline(system, *cfg);
+  if (!pipeline) {
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(pipeline.error()).c_str());
+    return 1;
+  }
+  server::completion_defaults defaults;
+  defaults.max_tokens = int32_t(cfg->generation.max_tokens);
+  defaults.temperature = float(cfg->generation.temperature);
+  defaults.top_p = float(cfg->generation.top_p);
+  defaults.top_k = int32_t(cfg->generation.top_k);
+  pipeline_backend backend{system, *pipeline, defaults};
+  server::server_options so;
+  so.host = cfg->server.host;
+  so.port = uint16_t(cfg->server.port);
+  so.io_threads = int32_t(cfg->server.io_threads);
+  so.max_body_bytes = size_t(cfg->server.max_body_bytes);
+  so.max_header_bytes = size_t(cfg->server.max_header_bytes);
+  so.idle_timeout = std::chrono::seconds(cfg->server.idle_timeout_s);
+  so.max_connections = size_t(cfg->server.max_connections);
+  so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
+  server::http_server http{so, backend};
+  if (auto err = http.start()) {
+    std::fprintf(stderr, "conveyor serve: cannot listen on %s:%d: %s\n", so.host.c_str(),
+                 int(cfg->server.port), err.message().c_str());
+    stop_pipeline(*pipeline);
+    return 1;
+  }
+  http.set_ready(true);
+  spdlog::info("ready: model {} at http://{}:{}/v1/completions", pipeline->model_name, so.host,
+               http.port());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}: draining (up to {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               cfg->server.drain_timeout_s);
+  http.begin_drain();
+  http.wait();
+  anon_send(pipeline->front, atom::drain::value, std::string{"the server is shutting down"});
+  stop_pipeline(*pipeline);
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+command_fn add_serve(CLI::App& app) {
+  auto flags = std::make_shared<config_flags>();
+  auto* cmd = app.add_subcommand("serve", "Serve the model over OpenAI-style HTTP "
+                                          "(/v1/completions, /v1/models, /health, /metrics)");
+  flags->add_to(*cmd, true);
+  return [flags] { return run_serve(*flags); };
+}
+
+}  // namespace conveyor::app

@@ -1,0 +1,118 @@
+// The server's only view of Conveyor: an abstract completion backend that runs requests and
+// reports their text through callbacks. No CAF, torch or Asio types cross this line.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conveyor {
+
+// Declared in common/error.hpp; an opaque declaration keeps CAF headers out of this one.
+enum class ec : uint8_t;
+
+}  // namespace conveyor
+
+namespace conveyor::server {
+
+// -- requests ------------------------------------------------------------------------------------
+
+/// One completion to run: a single prompt with its sampling settings. The server has validated
+/// every field (ranges below) and filled absent ones from `completion_backend::defaults()`.
+struct completion_request {
+  /// The prompt text (UTF-8, may be empty).
+  std::string prompt;
+  /// Most tokens to generate, >= 1.
+  int32_t max_tokens = 16;
+  /// Sampling temperature in [0, 2]; 0 means greedy.
+  float temperature = 1.0f;
+  /// Nucleus sampling mass in (0, 1]; 1 disables it.
+  float top_p = 1.0f;
+  /// Sample from the k most likely tokens, >= 0; 0 disables it.
+  int32_t top_k = 0;
+  /// Seed of this request's sampler; absent means any.
+  std::optional<uint64_t> seed;
+  /// Stop strings (none empty); generation ends before the first one that appears.
+  std::vector<std::string> stop;
+  /// Scheduling priority; higher runs earlier. 0 is normal.
+  int32_t priority = 0;
+  /// Deadline in seconds from arrival (> 0); absent means the backend's own limit.
+  std::optional<double> timeout_s;
+};
+
+/// Values the server uses for fields that a request leaves out.
+struct completion_defaults {
+  /// Default of `max_tokens` (OpenAI's is 16).
+  int32_t max_tokens = 16;
+  /// Default of `temperature`.
+  float temperature = 1.0f;
+  /// Default of `top_p`.
+  float top_p = 1.0f;
+  /// Default of `top_k` (0 = off).
+  int32_t top_k = 0;
+};
+
+/// Token counts of one finished completion.
+struct completion_usage {
+  /// Tokens in the prompt.
+  int32_t prompt_tokens = 0;
+  /// Tokens generated.
+  int32_t completion_tokens = 0;
+};
+
+// -- events --------------------------------------------------------------------------------------
+
+/// The callbacks of one request. The backend calls them from any thread, one at a time and in
+/// order, and calls exactly one of `on_finish` or `on_error` exactly once, last; it may do so
+/// from inside `submit` (e.g. a full queue). The callbacks never block and never call back into
+/// the backend: they post onto the connection's strand and return. They stay safe to call after
+/// the client or the whole server went away (they then do nothing).
+struct completion_events {
+  /// New text of one step: already filtered for stop strings and cut at UTF-8 boundaries.
+  std::function<void(std::string text)> on_text;
+  /// The request finished; `finish_reason` is "stop" (EOS or a stop string) or "length".
+  std::function<void(std::string finish_reason, completion_usage usage)> on_finish;
+  /// The request failed or was cancelled; `message` is for humans.
+  std::function<void(conveyor::ec code, std::string message)> on_error;
+};
+
+/// The server's grip on one submitted request.
+class request_handle {
+ public:
+  virtual ~request_handle() = default;
+
+  /// Asks the backend to stop the request (the client went away, the server is shutting down
+  /// or another choice of the same HTTP request failed). Idempotent, thread-safe, never blocks.
+  /// The backend still ends the request with `on_finish` or `on_error` (usually
+  /// `ec::cancelled`), which the server then ignores.
+  virtual void cancel() = 0;
+};
+
+// -- the backend ---------------------------------------------------------------------------------
+
+/// What the HTTP server needs from Conveyor. All member functions are called from the server's
+/// I/O threads, so none may block (no waiting on an actor's reply).
+class completion_backend {
+ public:
+  virtual ~completion_backend() = default;
+
+  /// Starts one completion. Returns at once with a handle (never null); the outcome arrives
+  /// through `events`. May throw only on a bug; the server then answers 500.
+  virtual std::shared_ptr<request_handle> submit(completion_request req,
+                                                 completion_events events) = 0;
+
+  /// The model's name, as `GET /v1/models` and every completion report it.
+  virtual std::string model_name() const = 0;
+
+  /// Collects the Prometheus text (format 0.0.4) for `GET /metrics` and passes it to `reply`,
+  /// from any thread, exactly once. The server appends its own `conveyor_http_*` series.
+  virtual void collect_metrics(std::function<void(std::string text)> reply) = 0;
+
+  /// Values for fields a request leaves out.
+  virtual completion_defaults defaults() const { return {}; }
+};
+
+}  // namespace conveyor::server

@@ -1,0 +1,91 @@
+// The HTTP front door: an OpenAI-style completion server on Boost.Asio/Beast threads that feeds a
+// `completion_backend` and never lets an actor wait on a socket.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "server/backend.hpp"
+
+namespace conveyor::server {
+
+namespace detail {
+struct server_state;
+}  // namespace detail
+
+/// Settings of the HTTP server; defaults in place.
+struct server_options {
+  /// Address or host name to listen on ("0.0.0.0" or "::" for all interfaces).
+  std::string host = "127.0.0.1";
+  /// TCP port; 0 picks any free one (see `http_server::port()`).
+  uint16_t port = 8080;
+  /// Threads that run the connections (Asio threads), >= 1.
+  int32_t io_threads = 2;
+  /// Largest request body; a larger one gets 413.
+  std::size_t max_body_bytes = 1024 * 1024;
+  /// Largest request line plus headers; larger ones get 431.
+  std::size_t max_header_bytes = 16 * 1024;
+  /// How long a connection may wait for its next request (keep-alive), take to send one, or
+  /// leave one write of ours unread before it is closed.
+  std::chrono::milliseconds idle_timeout{60'000};
+  /// Open connections at most; a connection beyond this gets 503 and is closed.
+  std::size_t max_connections = 1024;
+  /// How long `begin_drain` lets running requests finish before it cancels them.
+  std::chrono::milliseconds drain_timeout{30'000};
+  /// Bytes of a stream that may wait unsent for a slow client; beyond this the client's
+  /// requests are cancelled and its connection is closed.
+  std::size_t max_stream_buffer_bytes = 1024 * 1024;
+  /// Most prompts in one request's prompt array.
+  std::size_t max_prompts = 64;
+};
+
+/// An HTTP/1.1 server for `POST /v1/completions`, `GET /v1/models`, `GET /health` and
+/// `GET /metrics` (see docs/http-api.md). Connections are keep-alive; each is served on its
+/// own strand, and every backend event is posted onto that strand. Member functions are
+/// thread-safe, but none may be called from inside a backend callback.
+class http_server {
+ public:
+  /// Makes a server for `backend`, which must outlive it. Nothing listens before `start`.
+  http_server(server_options options, completion_backend& backend);
+
+  /// Stops the server (see `stop`).
+  ~http_server();
+
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  /// Binds, listens and starts the I/O threads, then logs "listening on http://HOST:PORT".
+  /// Returns an error (and logs it) when the address cannot be resolved or bound; calling it
+  /// twice is an error too.
+  std::error_code start();
+
+  /// The port the server listens on (the chosen one when `port` was 0); 0 before `start`.
+  uint16_t port() const;
+
+  /// Marks the backend ready (or not): `GET /health` answers 503 until it is.
+  void set_ready(bool ready);
+
+  /// Starts a graceful shutdown: closes the listening socket, answers 503 to new completions
+  /// and `/health`, closes each connection after its current response, lets running requests
+  /// finish for up to `drain_timeout`, then cancels the rest (their clients get a
+  /// `shutting_down` error). `wait` returns once no request runs. Idempotent.
+  void begin_drain();
+
+  /// Blocks until the server has stopped: after a drain completed (then it stops the server
+  /// itself) or after `stop` was called. Returns at once when the server never started.
+  void wait();
+
+  /// Stops at once: closes the listening socket, cancels running requests (their clients get
+  /// a `shutting_down` error), gives connections a moment to flush and joins the I/O threads.
+  /// Idempotent; late backend events are dropped safely.
+  void stop();
+
+ private:
+  std::unique_ptr<detail::server_state> state_;
+};
+
+}  // namespace conveyor::server

@@ -1,0 +1,89 @@
+// OpenAI's completion API as plain functions: validating a request body and rendering
+// completions, stream chunks, model lists and errors as JSON. No sockets, so tests drive it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "server/backend.hpp"
+
+namespace conveyor::server {
+
+// -- requests ------------------------------------------------------------------------------------
+
+/// A valid body of `POST /v1/completions`.
+struct completion_body {
+  /// One request per prompt, in the order of the choices they become (index 0, 1, ...).
+  std::vector<completion_request> requests;
+  /// `stream`: answer with server-sent events.
+  bool stream = false;
+  /// `stream_options.include_usage`: a last stream chunk carries the usage.
+  bool include_usage = false;
+};
+
+/// Why a body was refused: a 400 with `param` naming the field.
+struct body_error {
+  /// What is wrong, for humans.
+  std::string message;
+  /// The offending field, e.g. "max_tokens"; empty when the body as a whole is wrong.
+  std::string param;
+};
+
+/// Parses and validates a completion body: fields of the wrong type or out of range, a missing
+/// or empty prompt, more than `max_prompts` prompts, or features Conveyor lacks (n > 1,
+/// best_of > 1, echo, logprobs, suffix) give a `body_error`. Absent or null fields take their
+/// value from `defaults`. Unknown fields are ignored.
+std::variant<completion_body, body_error> parse_completion_body(std::string_view body,
+                                                                const completion_defaults& defaults,
+                                                                std::size_t max_prompts);
+
+// -- responses -----------------------------------------------------------------------------------
+
+/// What every object of one completion response shares.
+struct completion_meta {
+  /// "cmpl-" and 24 random hex digits.
+  std::string id;
+  /// Unix time in seconds when the request arrived.
+  int64_t created = 0;
+  /// The model name.
+  std::string model;
+};
+
+/// One finished choice of a completion.
+struct choice_result {
+  /// The whole generated text.
+  std::string text;
+  /// "stop" or "length".
+  std::string finish_reason;
+  /// Its token counts.
+  completion_usage usage;
+};
+
+/// Makes a fresh completion id: "cmpl-" and 24 random hex digits.
+std::string make_completion_id();
+
+/// Renders a whole `text_completion` object; choice i gets index i and usage is the sum.
+std::string render_completion(const completion_meta& meta,
+                              const std::vector<choice_result>& choices);
+
+/// Renders one stream chunk of choice `index`: `finish_reason` null while it runs.
+std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
+                         std::optional<std::string_view> finish_reason);
+
+/// Renders the last stream chunk of `stream_options.include_usage`: no choices, the usage.
+std::string render_usage_chunk(const completion_meta& meta, completion_usage usage);
+
+/// Renders OpenAI's error object `{"error": {message, type, param, code}}`; an empty `param`
+/// or `code` becomes null.
+std::string render_error(std::string_view message, std::string_view type, std::string_view param,
+                         std::string_view code);
+
+/// Renders the `GET /v1/models` list with its one model.
+std::string render_models(std::string_view model, int64_t created);
+
+}  // namespace conveyor::server

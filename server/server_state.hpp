@@ -1,0 +1,172 @@
+// Internal: what the acceptor and every connection of one http_server share. Asio types only;
+// Beast stays inside connection.cpp.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "server/backend.hpp"
+#include "server/http_server.hpp"
+
+namespace conveyor::server::detail {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+/// Lets backend threads post onto connection strands only while the io_context exists: the
+/// server closes the gate (under the mutex) before it destroys the io_context.
+struct post_gate {
+  /// Held while a backend thread posts; taken by `stop` to close the gate.
+  std::mutex mutex;
+  /// False once the server stopped; posts are then dropped.
+  bool open = true;
+};
+
+/// What the server asks of one connection.
+class connection {
+ public:
+  virtual ~connection() = default;
+
+  /// Ends the connection soon, from any thread (posts onto its strand): an idle connection
+  /// closes at once, a running completion ends with a `shutting_down` error, a response being
+  /// written is finished first.
+  virtual void shutdown() = 0;
+};
+
+/// Counters of the HTTP layer, for `GET /metrics`. Thread-safe.
+class http_counters {
+ public:
+  /// Counts one response with HTTP status `status`.
+  void count_response(unsigned status);
+
+  /// Counts one request cancelled because its client went away.
+  void count_client_gone() { client_gone_ += 1; }
+
+  /// Counts one connection closed because its client read too slowly.
+  void count_slow_client() { slow_clients_ += 1; }
+
+  /// Renders the counters as Prometheus text, with the open connection and running request
+  /// gauges given.
+  std::string render(std::size_t open_connections, int64_t running_requests) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<unsigned, uint64_t> responses_;
+  std::atomic<uint64_t> client_gone_{0};
+  std::atomic<uint64_t> slow_clients_{0};
+};
+
+/// The state of one http_server. Member order matters: the io_context is destroyed before the
+/// registry and the gate, because destroying it destroys connections, which unregister.
+struct server_state {
+  /// Makes the state; nothing runs yet.
+  server_state(server_options opts, completion_backend& be);
+
+  // -- fixed after construction ------------------------------------------------------------------
+
+  /// The settings.
+  const server_options options;
+  /// The backend (outlives the server).
+  completion_backend& backend;
+  /// The model name reported in every answer.
+  const std::string model;
+  /// Unix time in seconds of construction (the model's `created`).
+  const int64_t created_at;
+  /// Shared with every backend callback.
+  const std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+  /// HTTP counters.
+  http_counters counters;
+
+  // -- flags, any thread -------------------------------------------------------------------------
+
+  /// Set by `set_ready`.
+  std::atomic<bool> ready{false};
+  /// Set by `begin_drain` and `stop`: new completions get 503.
+  std::atomic<bool> draining{false};
+  /// Set once the drain finished (no request runs or the drain timeout passed).
+  std::atomic<bool> drain_finished{false};
+  /// Set by `stop` before the I/O threads end; nothing is posted afterwards.
+  std::atomic<bool> stopped{false};
+  /// Completions running (counted by connections).
+  std::atomic<int64_t> running_jobs{0};
+  /// The bound port.
+  std::atomic<uint16_t> bound_port{0};
+
+  // -- connections -------------------------------------------------------------------------------
+
+  /// Guards `connections`.
+  std::mutex registry_mutex;
+  /// Notified when a connection unregisters.
+  std::condition_variable registry_cv;
+  /// Every live connection.
+  std::unordered_map<const connection*, std::weak_ptr<connection>> connections;
+
+  /// Registers a new connection.
+  void add_connection(const std::shared_ptr<connection>& conn);
+  /// Unregisters a connection (from its destructor).
+  void remove_connection(const connection* conn);
+  /// Number of live connections.
+  std::size_t connection_count();
+  /// Calls `shutdown` on every live connection.
+  void shutdown_connections();
+
+  /// A connection started a completion.
+  void job_started() { running_jobs += 1; }
+  /// A connection's completion ended (any way); finishes a drain when it was the last one.
+  void job_ended();
+  /// Ends the drain: shuts every connection down and wakes `wait`. On `control` only.
+  void finish_drain();
+  /// The Prometheus text of the HTTP layer.
+  std::string metrics_text();
+
+  // -- lifecycle ---------------------------------------------------------------------------------
+
+  /// Serialises start, stop and wait.
+  std::mutex lifecycle_mutex;
+  /// Guards `wake_waiters`.
+  std::mutex wait_mutex;
+  /// Notified when `wake_waiters` becomes true.
+  std::condition_variable wait_cv;
+  /// True once a drain finished or stop was called.
+  bool wake_waiters = false;
+  /// True after a successful `start`.
+  bool started = false;
+
+  // -- Asio (destroyed first) --------------------------------------------------------------------
+
+  /// Runs every connection, the acceptor and the timers.
+  net::io_context io;
+  /// Keeps `io.run()` going while the server runs.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  /// Strand of the acceptor and the drain timer.
+  net::strand<net::io_context::executor_type> control;
+  /// The listening socket.
+  tcp::acceptor acceptor;
+  /// Fires when the drain timeout passed.
+  net::steady_timer drain_timer;
+  /// Retries accepting after an accept error (e.g. out of file descriptors).
+  net::steady_timer accept_retry;
+  /// The I/O threads.
+  std::vector<std::thread> threads;
+};
+
+/// Starts serving an accepted socket (whose executor is its own strand). With `reject`, the
+/// connection only answers 503 (too many connections) and closes. Defined in connection.cpp.
+void start_connection(server_state& state, tcp::socket socket, bool reject);
+
+}  // namespace conveyor::server::detail

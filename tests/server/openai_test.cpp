@@ -1,0 +1,198 @@
+// Validating completion bodies and rendering OpenAI's JSON objects, without sockets.
+#include "server/openai.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace conveyor::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+completion_body parse_ok(const std::string& body, std::size_t max_prompts = 64) {
+  auto result = parse_completion_body(body, completion_defaults{}, max_prompts);
+  if (auto* err = std::get_if<body_error>(&result)) {
+    ADD_FAILURE() << body << ": " << err->message;
+    return {};
+  }
+  return std::get<completion_body>(result);
+}
+
+body_error parse_error(const std::string& body, std::size_t max_prompts = 64) {
+  auto result = parse_completion_body(body, completion_defaults{}, max_prompts);
+  if (auto* err = std::get_if<body_error>(&result)) return *err;
+  ADD_FAILURE() << body << " was accepted";
+  return {};
+}
+
+}  // namespace
+
+TEST(server_openai_parse, absent_fields_take_the_defaults) {
+  completion_defaults defaults;
+  defaults.max_tokens = 32;
+  defaults.temperature = 0.5f;
+  auto result = parse_completion_body(R"({"prompt": "hello"})", defaults, 64);
+  auto& body = std::get<completion_body>(result);
+  ASSERT_EQ(body.requests.size(), 1u);
+  const auto& r = body.requests[0];
+  EXPECT_EQ(r.prompt, "hello");
+  EXPECT_EQ(r.max_tokens, 32);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_FALSE(r.seed);
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_EQ(r.priority, 0);
+  EXPECT_FALSE(r.timeout_s);
+  EXPECT_FALSE(body.stream);
+  EXPECT_FALSE(body.include_usage);
+}
+
+TEST(server_openai_parse, every_field_is_carried) {
+  auto body = parse_ok(R"({"model": "m", "prompt": "a b", "max_tokens": 7, "temperature": 0,
+    "top_p": 0.9, "top_k": 40, "seed": 42, "stop": ["\n", "", "END"], "priority": -3,
+    "timeout": 2.5, "stream": true, "stream_options": {"include_usage": true},
+    "n": 1, "echo": false, "logprobs": null, "user": "ignored", "frequency_penalty": 0})");
+  ASSERT_EQ(body.requests.size(), 1u);
+  const auto& r = body.requests[0];
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));  // empty strings dropped
+  EXPECT_EQ(r.priority, -3);
+  EXPECT_DOUBLE_EQ(*r.timeout_s, 2.5);
+  EXPECT_TRUE(body.stream);
+  EXPECT_TRUE(body.include_usage);
+}
+
+TEST(server_openai_parse, a_prompt_array_gives_one_request_per_prompt) {
+  auto body = parse_ok(R"({"prompt": ["one", "two", ""], "max_tokens": 3, "stop": "x"})");
+  ASSERT_EQ(body.requests.size(), 3u);
+  EXPECT_EQ(body.requests[0].prompt, "one");
+  EXPECT_EQ(body.requests[1].prompt, "two");
+  EXPECT_EQ(body.requests[2].prompt, "");
+  for (const auto& r : body.requests) {
+    EXPECT_EQ(r.max_tokens, 3);
+    EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+  }
+}
+
+TEST(server_openai_parse, integral_floats_count_as_integers_and_negative_seeds_wrap) {
+  auto body = parse_ok(R"({"prompt": "p", "max_tokens": 10.0, "seed": -1})");
+  EXPECT_EQ(body.requests[0].max_tokens, 10);
+  EXPECT_EQ(body.requests[0].seed, UINT64_MAX);
+}
+
+TEST(server_openai_parse, bad_bodies_name_their_field) {
+  struct bad_case {
+    const char* body;
+    const char* param;
+  };
+  const bad_case cases[] = {
+      {R"({"prompt": "p", "max_tokens": "ten"})", "max_tokens"},
+      {R"({"prompt": "p", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "p", "max_tokens": 2.5})", "max_tokens"},
+      {R"({"prompt": "p", "max_tokens": 3000000000})", "max_tokens"},
+      {R"({"prompt": "p", "temperature": -0.1})", "temperature"},
+      {R"({"prompt": "p", "temperature": 2.01})", "temperature"},
+      {R"({"prompt": "p", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "p", "top_p": 0})", "top_p"},
+      {R"({"prompt": "p", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "p", "top_k": -1})", "top_k"},
+      {R"({"prompt": "p", "seed": "x"})", "seed"},
+      {R"({"prompt": "p", "stop": 3})", "stop"},
+      {R"({"prompt": "p", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "p", "stream": "yes"})", "stream"},
+      {R"({"prompt": "p", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "p", "stream": true, "stream_options": {"include_usage": 1}})",
+       "stream_options.include_usage"},
+      {R"({"prompt": "p", "priority": 1.5})", "priority"},
+      {R"({"prompt": "p", "timeout": 0})", "timeout"},
+      {R"({"prompt": "p", "model": 5})", "model"},
+      {R"({"prompt": "p", "n": 2})", "n"},
+      {R"({"prompt": "p", "best_of": 3})", "best_of"},
+      {R"({"prompt": "p", "echo": true})", "echo"},
+      {R"({"prompt": "p", "logprobs": 2})", "logprobs"},
+      {R"({"prompt": "p", "suffix": "end"})", "suffix"},
+      {R"({})", "prompt"},
+      {R"({"prompt": null})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": [1, 2, 3]})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+  };
+  for (const auto& c : cases) {
+    auto err = parse_error(c.body);
+    EXPECT_EQ(err.param, c.param) << c.body << ": " << err.message;
+    EXPECT_FALSE(err.message.empty());
+  }
+}
+
+TEST(server_openai_parse, too_many_prompts_are_refused) {
+  auto err = parse_error(R"({"prompt": ["a", "b", "c"]})", 2);
+  EXPECT_EQ(err.param, "prompt");
+  EXPECT_NE(err.message.find("at most 2"), std::string::npos) << err.message;
+}
+
+TEST(server_openai_parse, malformed_json_and_non_objects_have_no_param) {
+  auto err = parse_error(R"({"prompt": )");
+  EXPECT_EQ(err.param, "");
+  EXPECT_NE(err.message.find("not valid JSON"), std::string::npos) << err.message;
+  err = parse_error(R"(["prompt"])");
+  EXPECT_EQ(err.param, "");
+  EXPECT_NE(err.message.find("JSON object"), std::string::npos) << err.message;
+}
+
+TEST(server_openai_render, completion_object) {
+  completion_meta meta{"cmpl-abc", 1700000000, "m"};
+  auto j =
+      json::parse(render_completion(meta, {{"hello", "length", {3, 2}}, {"bye", "stop", {4, 1}}}));
+  EXPECT_EQ(j["id"], "cmpl-abc");
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["created"], 1700000000);
+  EXPECT_EQ(j["model"], "m");
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0],
+            json::parse(R"({"text":"hello","index":0,"logprobs":null,"finish_reason":"length"})"));
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["usage"],
+            json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10})"));
+}
+
+TEST(server_openai_render, chunks_errors_and_models) {
+  completion_meta meta{"cmpl-x", 5, "m"};
+  auto chunk = json::parse(render_chunk(meta, 2, "hi", std::nullopt));
+  EXPECT_EQ(chunk["choices"][0],
+            json::parse(R"({"text":"hi","index":2,"logprobs":null,"finish_reason":null})"));
+  auto last = json::parse(render_chunk(meta, 0, "", std::string_view{"stop"}));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  auto usage = json::parse(render_usage_chunk(meta, {2, 3}));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 5);
+  EXPECT_EQ(json::parse(render_error("bad", "invalid_request_error", "top_p", "bad_request")),
+            json::parse(R"({"error":{"message":"bad","type":"invalid_request_error",
+                          "param":"top_p","code":"bad_request"}})"));
+  EXPECT_TRUE(json::parse(render_error("x", "server_error", "", ""))["error"]["param"].is_null());
+  auto models = json::parse(render_models("m", 9));
+  EXPECT_EQ(models, json::parse(R"({"object":"list","data":[{"id":"m","object":"model",
+                                 "created":9,"owned_by":"conveyor"}]})"));
+}
+
+TEST(server_openai_render, invalid_utf8_does_not_throw) {
+  completion_meta meta{"cmpl-x", 5, "m"};
+  EXPECT_NO_THROW(render_chunk(meta, 0, "\xff\xfe", std::nullopt));
+}
+
+TEST(server_openai_ids, are_cmpl_and_24_hex_digits_and_differ) {
+  auto a = make_completion_id();
+  auto b = make_completion_id();
+  EXPECT_EQ(a.size(), 29u);
+  EXPECT_EQ(a.rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 5), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+}  // namespace conveyor::server
