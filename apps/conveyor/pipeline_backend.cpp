@@ -9,29 +9,28 @@ namespace conveyor::app {
 namespace {
 
 /// A sink that forwards one request's output to the server's callbacks, then quits.
-sink_actor::behavior_type bridge_sink(sink_actor::pointer self,
-                                      server::completion_events events) {
+sink_actor::behavior_type bridge_sink(sink_actor::pointer self, server::completion_events events) {
   return {
-    [=](token_chunk& chunk) {
-      if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
-    },
-    [=](request_result& r) {
-      if (!r.tail.empty()) events.on_text(std::move(r.tail));
-      if (r.how == outcome::finished)
-        events.on_finish(to_string(r.reason), {r.prompt_tokens, r.completion_tokens});
-      else
-        events.on_error(r.code, r.message);
-      self->quit();
-    },
+      [=](token_chunk& chunk) {
+        if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
+      },
+      [=](request_result& r) {
+        if (!r.tail.empty()) events.on_text(std::move(r.tail));
+        if (r.how == outcome::finished)
+          events.on_finish(to_string(r.reason), {r.prompt_tokens, r.completion_tokens});
+        else
+          events.on_error(r.code, r.message);
+        self->quit();
+      },
   };
 }
 
 class pipeline_request final : public server::request_handle {
-public:
+ public:
   pipeline_request(pipeline_actor front, request_id id) : front_(std::move(front)), id_(id) {}
   void cancel() override { caf::anon_send(front_, atom::cancel::value, id_); }
 
-private:
+ private:
   pipeline_actor front_;
   request_id id_;
 };
@@ -40,10 +39,10 @@ private:
 
 pipeline_backend::pipeline_backend(caf::actor_system& system, pipeline_handle pipeline,
                                    server::completion_defaults defaults)
-  : system_(system), pipeline_(std::move(pipeline)), defaults_(defaults) {}
+    : system_(system), pipeline_(std::move(pipeline)), defaults_(defaults) {}
 
-std::shared_ptr<server::request_handle> pipeline_backend::submit(
-  server::completion_request req, server::completion_events events) {
+std::shared_ptr<server::request_handle> pipeline_backend::submit(server::completion_request req,
+                                                                 server::completion_events events) {
   generate_request g;
   g.id = next_id_++;
   g.arrival = now_stamp();
@@ -67,8 +66,8 @@ void pipeline_backend::collect_metrics(std::function<void(std::string)> reply) {
   auto front = pipeline_.front;
   system_.spawn([front, reply](caf::event_based_actor* self) {
     self->request(front, std::chrono::seconds(5), atom::prometheus::value)
-      .then([=](std::string& text) { reply(std::move(text)); },
-            [=](caf::error&) { reply("# metrics unavailable\n"); });
+        .then([=](std::string& text) { reply(std::move(text)); },
+              [=](caf::error&) { reply("# metrics unavailable\n"); });
   });
 }
 

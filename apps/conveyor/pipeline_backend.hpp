@@ -14,7 +14,7 @@ namespace conveyor::app {
 
 /// Implements the server's completion_backend by sending `generate` to a pipeline.
 class pipeline_backend final : public server::completion_backend {
-public:
+ public:
   pipeline_backend(caf::actor_system& system, pipeline_handle pipeline,
                    server::completion_defaults defaults);
 
@@ -24,7 +24,7 @@ public:
   void collect_metrics(std::function<void(std::string text)> reply) override;
   server::completion_defaults defaults() const override { return defaults_; }
 
-private:
+ private:
   caf::actor_system& system_;
   pipeline_handle pipeline_;
   server::completion_defaults defaults_;

@@ -1,11 +1,11 @@
 // conveyor serve: the pipeline behind an OpenAI-style HTTP server, until SIGINT or SIGTERM.
+#include <pthread.h>
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/spawn.hpp"
 #include "apps/conveyor/commands.hpp"
@@ -80,8 +80,9 @@ int run_serve(const config_flags& flags) {
 
 command_fn add_serve(CLI::App& app) {
   auto flags = std::make_shared<config_flags>();
-  auto* cmd = app.add_subcommand("serve", "Serve the model over OpenAI-style HTTP "
-                                          "(/v1/completions, /v1/models, /health, /metrics)");
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve the model over OpenAI-style HTTP "
+                                 "(/v1/completions, /v1/models, /health, /metrics)");
   flags->add_to(*cmd, true);
   return [flags] { return run_serve(*flags); };
 }

@@ -19,14 +19,14 @@ namespace {
 sink_actor::behavior_type collector(sink_actor::stateful_pointer<std::string> self,
                                     caf::actor client, size_t index) {
   return {
-    [=](token_chunk& chunk) { self->state += chunk.text; },
-    [=](request_result& result) {
-      self->state += result.tail;
-      const std::string status =
-        result.how == outcome::finished ? to_string(result.reason) : result.message;
-      caf::anon_send(client, index, self->state, status);
-      self->quit();
-    },
+      [=](token_chunk& chunk) { self->state += chunk.text; },
+      [=](request_result& result) {
+        self->state += result.tail;
+        const std::string status =
+            result.how == outcome::finished ? to_string(result.reason) : result.message;
+        caf::anon_send(client, index, self->state, status);
+        self->quit();
+      },
   };
 }
 
@@ -48,15 +48,15 @@ caf::behavior client(caf::stateful_actor<client_state>* self, pipeline_actor pip
     self->send(pipeline, atom::generate::value, std::move(req), sink);
   }
   return {
-    [=](request_id) {},  // the pipeline's acknowledgement of each request
-    [=](size_t index, std::string& text, std::string& status) {
-      auto& st = self->state;
-      st.answers[index] = {std::move(text), std::move(status)};
-      if (st.answers.size() < st.expected) return;
-      for (auto& [i, answer] : st.answers)
-        std::printf("[%zu] %s (%s)\n", i, answer.first.c_str(), answer.second.c_str());
-      self->quit();
-    },
+      [=](request_id) {},  // the pipeline's acknowledgement of each request
+      [=](size_t index, std::string& text, std::string& status) {
+        auto& st = self->state;
+        st.answers[index] = {std::move(text), std::move(status)};
+        if (st.answers.size() < st.expected) return;
+        for (auto& [i, answer] : st.answers)
+          std::printf("[%zu] %s (%s)\n", i, answer.first.c_str(), answer.second.c_str());
+        self->quit();
+      },
   };
 }
 
