@@ -45,6 +45,8 @@ if [ $with_tests = 1 ] && [ ! -d tools/node_modules/openai ]; then
   (cd tools && npm install --no-audit --no-fund --loglevel=error >&2)
 fi
 
+# Paths relative to the checkout, so that ccache hits across clones in other folders.
+export CCACHE_BASEDIR="$PWD"
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_TESTS=ON \
   -DCONVEYOR_BENCHMARKS=ON >&2

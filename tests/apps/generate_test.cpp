@@ -1,0 +1,128 @@
+// The real `conveyor generate` and `conveyor config` programs: exact output, clear errors.
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs the conveyor binary with `args` (a shell-quoted string), capturing stdout and stderr.
+run_result conveyor(const std::string& args) {
+  static int counter = 0;
+  const std::string base = std::string{CONVEYOR_BINARY_DIR} + "/apps_test_" +
+                           std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string command = std::string{CONVEYOR_BINARY_DIR} + "/apps/conveyor " + args + " >" +
+                              base + ".out 2>" + base + ".err </dev/null";
+  run_result r;
+  const int status = std::system(command.c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(base + ".out");
+  r.err = read_file(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+std::string source(const std::string& relative) {
+  return std::string{CONVEYOR_SOURCE_DIR} + "/" + relative;
+}
+
+}  // namespace
+
+TEST(generate, prints_exactly_the_expected_greedy_story) {
+  auto r = conveyor(
+      "generate --prompt 'Once upon a time' --max-tokens 60 --temperature 0 "
+      "--show-tokens");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            read_file(source("models/stories260K/expected/greedy_once_upon_a_time_n64.txt")));
+  // The 60 ids after the 5-id prompt on the SEQ line of the .tokens file.
+  std::istringstream tokens(
+      read_file(source("models/stories260K/expected/greedy_once_upon_a_time_n64.tokens")));
+  std::string line, seq;
+  while (std::getline(tokens, line))
+    if (line.rfind("SEQ ", 0) == 0) seq = line.substr(4);
+  std::istringstream ids(seq);
+  std::string expected_ids, id;
+  for (int i = 0; ids >> id; ++i)
+    if (i >= 5) expected_ids += (expected_ids.empty() ? "" : " ") + id;
+  EXPECT_NE(r.err.find("tokens: " + expected_ids + "\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+  EXPECT_NE(r.err.find("BLAS: "), std::string::npos) << "start-up names the BLAS library";
+}
+
+TEST(generate, seed_makes_sampling_reproducible) {
+  auto a = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
+  auto b = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
+  auto c = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 43");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(generate, stop_string_and_synthetic_model) {
+  auto r = conveyor("generate -p 'Once upon a time' -n 60 -t 0 --stop Lily");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named \n");
+  auto s = conveyor("generate -p hi -n 7 -t 0 --model synthetic:s15m --show-tokens");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("generated 7 tokens"), std::string::npos) << s.err;
+}
+
+TEST(generate, bad_input_gives_one_clear_line_and_a_failure) {
+  auto missing = conveyor("generate -p hi --model /nonexistent/model.bin");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_EQ(missing.err,
+            "conveyor generate: /nonexistent/model.bin: cannot open model file (no such file)\n");
+  auto tok = conveyor("generate -p hi --tokenizer /nonexistent/tok.model");
+  EXPECT_NE(tok.exit_code, 0);
+  EXPECT_NE(tok.err.find("/nonexistent/tok.model"), std::string::npos) << tok.err;
+  auto flag = conveyor("generate -p hi --max-tokens ten");
+  EXPECT_NE(flag.exit_code, 0);
+  EXPECT_NE(flag.err.find("--max-tokens"), std::string::npos) << flag.err;
+  auto range = conveyor("generate -p hi --temperature -1");
+  EXPECT_NE(range.exit_code, 0);
+  auto too_long = conveyor("generate -p hi --max-tokens 600");
+  EXPECT_NE(too_long.exit_code, 0);
+  EXPECT_NE(too_long.err.find("more than the context of 512 tokens"), std::string::npos)
+      << too_long.err;
+  auto unknown = conveyor("frobnicate");
+  EXPECT_NE(unknown.exit_code, 0);
+  for (const auto* r : {&missing, &tok, &flag, &range, &too_long, &unknown})
+    EXPECT_EQ(r->err.find("terminate"), std::string::npos) << r->err;
+}
+
+TEST(generate, help_explains_every_flag) {
+  auto r = conveyor("generate --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k",
+                           "--seed", "--stop", "--model", "--tokenizer"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(config_command, prints_the_effective_configuration_and_names_bad_keys) {
+  auto r = conveyor("config --print --set batcher.policy=seed --port 9001");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("policy = \"seed\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("port = 9001"), std::string::npos) << r.out;
+  auto bad = conveyor("config --set batcher.max_batch_size=0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("batcher.max_batch_size"), std::string::npos) << bad.err;
+  auto file = conveyor("config --config " + source("config/conveyor.toml"));
+  EXPECT_EQ(file.exit_code, 0) << file.err;
+}
