@@ -162,7 +162,7 @@ expected<llama_weights> make_synthetic_weights(std::string_view name, uint64_t s
   };
   auto ones = [](std::vector<float>& dst, int64_t count) { dst.assign(count, 1.0f); };
   const int64_t L = s.n_layers, d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
-  fill(w.token_embedding, v * d, 1);
+  fill(w.token_embedding, v * d, 2500);  // std 0.02, as trained embeddings are
   ones(w.rms_att, L * d);
   fill(w.wq, L * d * d, d);
   fill(w.wk, L * kv * d, d);

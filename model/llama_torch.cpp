@@ -2,10 +2,12 @@
 // over a KV cache reserved once. The only file of model/ that includes torch for the network.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/causal_lm.hpp"
@@ -48,17 +50,19 @@ class llama_torch final : public causal_lm {
       auto wq = at::from_blob(const_cast<float*>(w.wq.data() + l * d * d), {d, d});
       auto wk = at::from_blob(const_cast<float*>(w.wk.data() + l * kv * d), {kv, d});
       auto wv = at::from_blob(const_cast<float*>(w.wv.data() + l * kv * d), {kv, d});
-      lw.wqkv_t = at::cat({wq, wk, wv}, 0).t().contiguous();
+      // RMSNorm's weight scales the inputs of the matrix that follows it: folded into its rows.
+      lw.wqkv_t = at::cat({wq, wk, wv}, 0).t().contiguous().mul_(lw.rms_att.unsqueeze(1));
       lw.wo_t = at::from_blob(const_cast<float*>(w.wo.data() + l * d * d), {d, d}).t().contiguous();
       lw.rms_ffn = from_floats(w.rms_ffn.data() + l * d, {d});
       auto w1 = at::from_blob(const_cast<float*>(w.w1.data() + l * h * d), {h, d});
       auto w3 = at::from_blob(const_cast<float*>(w.w3.data() + l * h * d), {h, d});
-      lw.w13_t = at::cat({w1, w3}, 0).t().contiguous();
+      lw.w13_t = at::cat({w1, w3}, 0).t().contiguous().mul_(lw.rms_ffn.unsqueeze(1));
       lw.w2_t = at::from_blob(const_cast<float*>(w.w2.data() + l * d * h), {d, h}).t().contiguous();
       layers_.push_back(std::move(lw));
     }
     rms_final_ = from_floats(w.rms_final.data(), {d});
-    wcls_t_ = from_floats(w.classifier().data(), {v, d}).t().contiguous();
+    wcls_t_ =
+        from_floats(w.classifier().data(), {v, d}).t().contiguous().mul_(rms_final_.unsqueeze(1));
 
     // Rotary tables: angle = pos * 10000^(-i / head_size) for even i.
     const int64_t hs = s.head_size();
@@ -79,27 +83,15 @@ class llama_torch final : public causal_lm {
     ws_cache_rows_ = at::empty({n * s.n_kv_heads}, at::kLong);
     ws_x_ = at::empty({n, d});
     ws_xb_ = at::empty({n, d});
-    ws_sq_ = at::empty({n, d});
-    ws_ms_ = at::empty({n, 1});
     ws_qkv_ = at::empty({n, d + 2 * kv});
-    ws_q_ = at::empty({n, d});
-    ws_k_ = at::empty({n, kv});
-    ws_cos_ = at::empty({n, hs / 2});
-    ws_sin_ = at::empty({n, hs / 2});
+    ws_qk_ = at::empty({n, d + kv});
     ws_att_ = at::empty({n, d});
     ws_h_ = at::empty({n, 2 * h});
     ws_hb_ = at::empty({n, h});
     ws_last_ = at::empty({n}, at::kLong);
     ws_xf_ = at::empty({n, d});
     ws_xfn_ = at::empty({n, d});
-    ws_msf_ = at::empty({n, 1});
     ws_logits_ = at::empty({n, v});
-    // Decode attention: gathered keys and values of every slot, scores and probabilities.
-    ws_kg_ = at::empty({int64_t{slots_} * s.n_kv_heads * context_ * hs});
-    ws_vg_ = at::empty_like(ws_kg_);
-    ws_scores_ = at::empty({int64_t{slots_} * s.n_heads * context_});
-    ws_probs_ = at::empty_like(ws_scores_);
-    ws_mask_ = at::empty({int64_t{slots_} * context_});
     ws_slots_ = at::empty({slots_}, at::kLong);
   }
 
@@ -153,15 +145,10 @@ class llama_torch final : public causal_lm {
       last[i] = i;
       span = std::max<int64_t>(span, items[i].position + 1);
     }
+    (void)span;
     fill_cache_rows(n, [&](int64_t i) { return items[i].slot; });
-    // Mask: row i may read positions 0..position_i.
-    auto mask = ws_mask_.narrow(0, 0, n * span).view({n, span});
-    auto* m = mask.data_ptr<float>();
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < span; ++j) m[i * span + j] = j <= pos[i] ? 0.0f : neg_inf;
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
-      decode_attention(layer, n, span, q, mask, out);
+      decode_attention(layer, n, q, out);
     });
     final_logits(n, 0);
     return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(n), shape_.vocab_size};
@@ -206,80 +193,122 @@ class llama_torch final : public causal_lm {
     rows_out_ += static_cast<int64_t>(last - first);
   }
 
-  // x = rmsnorm(in) * weight, into out; scratch buffers sized like in.
-  static void rmsnorm(at::Tensor& out, const at::Tensor& in, const at::Tensor& weight,
-                      at::Tensor& sq, at::Tensor& ms) {
-    at::mul_out(sq, in, in);
-    at::mean_out(ms, sq, {1}, /*keepdim=*/true);
-    ms.add_(rms_eps).rsqrt_();
-    at::mul_out(out, in, ms);
-    out.mul_(weight);
-  }
-
-  // Rotary embedding of [n, heads*hs] (rows may be strided) into dst [n, heads*hs].
-  void rope(at::Tensor& dst, const at::Tensor& src, int64_t n, int64_t heads) {
-    const int64_t half = shape_.head_size() / 2;
-    auto s4 = src.view({n, heads, half, 2});
-    auto d4 = dst.view({n, heads, half, 2});
-    auto c = ws_cos_.narrow(0, 0, n).unsqueeze(1);
-    auto s = ws_sin_.narrow(0, 0, n).unsqueeze(1);
-    auto a = s4.select(3, 0), b = s4.select(3, 1);
-    auto o0 = d4.select(3, 0), o1 = d4.select(3, 1);
-    at::mul_out(o0, a, c);
-    o0.addcmul_(b, s, -1);
-    at::mul_out(o1, a, s);
-    o1.addcmul_(b, c);
-  }
-
   template <class Attention>
   void forward(int64_t n, Attention&& attention) {
     const auto& sh = shape_;
-    const int64_t d = sh.dim, kv = sh.kv_dim(), h = sh.hidden_dim, hs = sh.head_size();
-    auto tokens = ws_tokens_.narrow(0, 0, n);
-    auto positions = ws_positions_.narrow(0, 0, n);
-    auto rows = ws_cache_rows_.narrow(0, 0, n * sh.n_kv_heads);
+    const int64_t d = sh.dim, kv = sh.kv_dim(), h = sh.hidden_dim;
     auto x = ws_x_.narrow(0, 0, n);
     auto xb = ws_xb_.narrow(0, 0, n);
-    auto sq = ws_sq_.narrow(0, 0, n);
-    auto ms = ws_ms_.narrow(0, 0, n);
     auto qkv = ws_qkv_.narrow(0, 0, n);
-    auto q = ws_q_.narrow(0, 0, n);
-    auto k = ws_k_.narrow(0, 0, n);
+    auto qk = ws_qk_.narrow(0, 0, n);
     auto att = ws_att_.narrow(0, 0, n);
     auto hbuf = ws_h_.narrow(0, 0, n);
     auto hb = ws_hb_.narrow(0, 0, n);
-    auto cs = ws_cos_.narrow(0, 0, n);
-    auto sn = ws_sin_.narrow(0, 0, n);
-    at::index_select_out(x, embedding_, 0, tokens);
-    at::index_select_out(cs, cos_, 0, positions);
-    at::index_select_out(sn, sin_, 0, positions);
+    // Between the matrix products, plain loops: for a small model the dispatch of many small
+    // torch operations cost more than their arithmetic.
+    embed(x, n);
     for (int32_t l = 0; l < sh.n_layers; ++l) {
       const auto& lw = layers_[l];
-      rmsnorm(xb, x, lw.rms_att, sq, ms);
+      rmsnorm(xb, x, n);
       at::mm_out(qkv, xb, lw.wqkv_t);
-      rope(q, qkv.narrow(1, 0, d), n, sh.n_heads);
-      rope(k, qkv.narrow(1, d, kv), n, sh.n_kv_heads);
-      // Write this pass's keys and values into the cache rows (slot, kv_head, position).
-      k_cache_[l].index_copy_(0, rows, k.reshape({n * sh.n_kv_heads, hs}));
-      v_cache_[l].index_copy_(0, rows, qkv.narrow(1, d + kv, kv).reshape({n * sh.n_kv_heads, hs}));
-      attention(l, q, att);
+      // Queries and keys share the rotary tables: one pass over both, into qk = [q | k].
+      rope(qk, qkv, n, sh.n_heads + sh.n_kv_heads);
+      write_cache(l, n, qk.narrow(1, d, kv), qkv.narrow(1, d + kv, kv));
+      attention(l, qk.narrow(1, 0, d), att);
       x.addmm_(att, lw.wo_t);
-      rmsnorm(xb, x, lw.rms_ffn, sq, ms);
+      rmsnorm(xb, x, n);
       at::mm_out(hbuf, xb, lw.w13_t);
-      at::silu_out(hb, hbuf.narrow(1, 0, h));
-      hb.mul_(hbuf.narrow(1, h, h));
+      swiglu(hb, hbuf, n, h);
       x.addmm_(hb, lw.w2_t);
     }
   }
 
+  // Rows of the token embedding into x.
+  void embed(at::Tensor& x, int64_t n) {
+    const int64_t d = shape_.dim;
+    const auto* tok = ws_tokens_.data_ptr<int64_t>();
+    const float* table = embedding_.data_ptr<float>();
+    float* out = x.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(out + i * d, table + tok[i] * d, size_t(d) * sizeof(float));
+  }
+
+  // Runs f(begin, end) over [0, n) rows, in parallel when each row has `row_cost` work.
+  template <class F>
+  static void over_rows(int64_t n, int64_t row_cost, F&& f) {
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_cost, 1));
+    at::parallel_for(0, n, grain, f);
+  }
+
+  // out = in / rms(in), row by row (rows of `in` contiguous). The norm's weight is folded into
+  // the next matrix.
+  void rmsnorm(at::Tensor& out, const at::Tensor& in, int64_t n) {
+    const int64_t d = in.size(1);
+    const float* src = in.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    over_rows(n, d, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* x = src + i * d;
+        float ss = 0.0f;
+        for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
+        const float inv = 1.0f / std::sqrt(ss / float(d) + rms_eps);
+        float* y = dst + i * d;
+        for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv;
+      }
+    });
+  }
+
+  // Rotary embedding of the first heads*hs columns of src (rows strided) into dst (contiguous
+  // [n, heads*hs]): pairs (2j, 2j+1) of each head turn by position * 10000^(-2j/hs).
+  void rope(at::Tensor& dst, const at::Tensor& src, int64_t n, int64_t heads) {
+    const int64_t hs = shape_.head_size(), half = hs / 2, width = heads * hs;
+    const int64_t src_stride = src.stride(0);
+    const float* in = src.data_ptr<float>();
+    float* out = dst.data_ptr<float>();
+    const float* cos_table = cos_.data_ptr<float>();
+    const float* sin_table = sin_.data_ptr<float>();
+    const auto* pos = ws_positions_.data_ptr<int64_t>();
+    over_rows(n, width, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* c = cos_table + pos[i] * half;
+        const float* s = sin_table + pos[i] * half;
+        const float* a = in + i * src_stride;
+        float* y = out + i * width;
+        for (int64_t head = 0; head < heads; ++head)
+          for (int64_t j = 0; j < half; ++j) {
+            const int64_t e = head * hs + 2 * j;
+            const float x0 = a[e], x1 = a[e + 1];
+            y[e] = x0 * c[j] - x1 * s[j];
+            y[e + 1] = x0 * s[j] + x1 * c[j];
+          }
+      }
+    });
+  }
+
+  // out = silu(h1) * h3, where h = [h1 | h3] row by row.
+  static void swiglu(at::Tensor& out, const at::Tensor& h, int64_t n, int64_t hidden) {
+    const float* in = h.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    over_rows(n, hidden, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* h1 = in + i * 2 * hidden;
+        const float* h3 = h1 + hidden;
+        float* y = dst + i * hidden;
+        for (int64_t e = 0; e < hidden; ++e) y[e] = h1[e] / (1.0f + std::exp(-h1[e])) * h3[e];
+      }
+    });
+  }
+
   // Logits of the rows listed in ws_last_[0..m) into ws_logits_[offset..offset+m).
   void final_logits(int64_t m, int64_t offset) {
-    auto xf = ws_xf_.narrow(0, 0, m);
+    const int64_t d = shape_.dim;
+    const auto* rows = ws_last_.data_ptr<int64_t>();
+    const float* x = ws_x_.data_ptr<float>();
+    float* xf = ws_xf_.data_ptr<float>();
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(xf + i * d, x + rows[i] * d, size_t(d) * sizeof(float));
     auto xfn = ws_xfn_.narrow(0, 0, m);
-    auto sq = ws_sq_.narrow(0, 0, m);
-    auto ms = ws_msf_.narrow(0, 0, m);
-    at::index_select_out(xf, ws_x_, 0, ws_last_.narrow(0, 0, m));
-    rmsnorm(xfn, xf, rms_final_, sq, ms);
+    rmsnorm(xfn, ws_xf_, m);
     auto out = ws_logits_.narrow(0, offset, m);
     at::mm_out(out, xfn, wcls_t_);
   }
@@ -308,26 +337,72 @@ class llama_torch final : public causal_lm {
         .copy_(o.view({kvh, g, t, hs}).permute({2, 0, 1, 3}));
   }
 
-  // Attention of one token per slot, batched over slots with a mask for shorter sequences.
-  void decode_attention(int32_t layer, int64_t n, int64_t span, const at::Tensor& q,
-                        const at::Tensor& mask, at::Tensor& out) {
-    const auto& sh = shape_;
-    const int64_t hs = sh.head_size(), kvh = sh.n_kv_heads, g = sh.n_heads / kvh;
-    auto slots = ws_slots_.narrow(0, 0, n);
-    auto kc = k_cache_[layer].view({slots_, kvh, context_, hs}).narrow(2, 0, span);
-    auto vc = v_cache_[layer].view({slots_, kvh, context_, hs}).narrow(2, 0, span);
-    auto kg = ws_kg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
-    auto vg = ws_vg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
-    at::index_select_out(kg, kc, 0, slots);
-    at::index_select_out(vg, vc, 0, slots);
-    auto scores = ws_scores_.narrow(0, 0, n * kvh * g * span).view({n * kvh, g, span});
-    auto probs = ws_probs_.narrow(0, 0, n * kvh * g * span).view({n * kvh, g, span});
-    at::bmm_out(scores, q.view({n * kvh, g, hs}), kg.view({n * kvh, span, hs}).transpose(1, 2));
-    scores.mul_(1.0 / std::sqrt(double(hs)));
-    scores.view({n, kvh * g, span}).add_(mask.view({n, 1, span}));
-    at::_softmax_out(probs, scores, -1, false);
-    auto att = out.view({n * kvh, g, hs});
-    at::bmm_out(att, probs, vg.view({n * kvh, span, hs}));
+  // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
+  // rows of (slot, kv_head, position) listed in ws_cache_rows_.
+  void write_cache(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads;
+    const auto* rows = ws_cache_rows_.data_ptr<int64_t>();
+    float* kc = k_cache_[layer].data_ptr<float>();
+    float* vc = v_cache_[layer].data_ptr<float>();
+    const float* kp = k.data_ptr<float>();
+    const float* vp = v.data_ptr<float>();
+    const int64_t ks = k.stride(0), vs = v.stride(0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < kvh; ++h) {
+        const int64_t row = rows[i * kvh + h];
+        std::memcpy(kc + row * hs, kp + i * ks + h * hs, size_t(hs) * sizeof(float));
+        std::memcpy(vc + row * hs, vp + i * vs + h * hs, size_t(hs) * sizeof(float));
+      }
+  }
+
+  // Attention of one token per sequence over its slot's cache, positions 0..position. A plain
+  // loop: it reads the cache in place (no gather, no mask) and replaces seven torch operations
+  // per layer, whose dispatch cost dominated a decode step of a small model.
+  void decode_attention(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, heads = shape_.n_heads;
+    const int64_t g = heads / kvh;
+    const float* kc = k_cache_[layer].data_ptr<float>();
+    const float* vc = v_cache_[layer].data_ptr<float>();
+    const float* qp = q.data_ptr<float>();
+    const int64_t q_stride = q.stride(0);
+    float* op = out.data_ptr<float>();
+    const auto* pos = ws_positions_.data_ptr<int64_t>();
+    const auto* slot = ws_slots_.data_ptr<int64_t>();
+    const float scale = 1.0f / std::sqrt(float(hs));
+    const int64_t ctx = context_;
+    int64_t longest = 1;
+    for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
+    // Enough work per task that threads pay off: about 32k multiply-adds.
+    const int64_t grain = std::max<int64_t>(1, 32768 / (longest * hs));
+    at::parallel_for(0, n * heads, grain, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scores;
+      if (int64_t(scores.size()) < ctx) scores.resize(size_t(ctx));
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = r / heads, h = r % heads;
+        const float* qv = qp + i * q_stride + h * hs;
+        const int64_t base = (slot[i] * kvh + h / g) * ctx;
+        const int64_t span = pos[i] + 1;
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < span; ++t) {
+          const float* kt = kc + (base + t) * hs;
+          float dot = 0.0f;
+          for (int64_t e = 0; e < hs; ++e) dot += qv[e] * kt[e];
+          scores[size_t(t)] = dot * scale;
+          top = std::max(top, scores[size_t(t)]);
+        }
+        float total = 0.0f;
+        for (int64_t t = 0; t < span; ++t)
+          total += scores[size_t(t)] = std::exp(scores[size_t(t)] - top);
+        float* o = op + (i * heads + h) * hs;
+        std::fill(o, o + hs, 0.0f);
+        const float inv = 1.0f / total;
+        for (int64_t t = 0; t < span; ++t) {
+          const float w = scores[size_t(t)] * inv;
+          const float* vt = vc + (base + t) * hs;
+          for (int64_t e = 0; e < hs; ++e) o[e] += w * vt[e];
+        }
+      }
+    });
   }
 
   llama_shape shape_;
@@ -339,9 +414,8 @@ class llama_torch final : public causal_lm {
   int64_t rows_out_ = 0;
   at::Tensor embedding_, rms_final_, wcls_t_, cos_, sin_, k_cache_, v_cache_;
   std::vector<layer_weights> layers_;
-  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_sq_, ws_ms_, ws_qkv_,
-      ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_msf_,
-      ws_logits_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_, ws_slots_;
+  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
+      ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_, ws_slots_;
 };
 
 }  // namespace

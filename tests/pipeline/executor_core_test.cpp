@@ -1,6 +1,8 @@
 // The executor's scheduler on the real stories260K model: exact tokens alone and in batches,
 // static batches, cancellation, deadlines and stop strings.
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -183,15 +185,23 @@ TEST_F(executor_core_test, cancel_frees_the_slot_at_the_next_step) {
 TEST_F(executor_core_test, deadline_expires_at_a_step_boundary) {
   auto core = make_core(2);
   auto r = request(1, story_prompt, 200);
-  r.deadline = now_stamp() + 50'000'000;  // 50 ms
+  r.deadline = now_stamp() + 200'000'000;  // 200 ms
   step_output ignored;
   core->admit({r, request(2, "The cat", 3)}, false, ignored);
   std::map<request_id, run_result> out;
-  while (core->has_work()) collect(core->step(), out);
-  EXPECT_EQ(out[1].result.how, outcome::expired);
-  EXPECT_EQ(out[1].result.code, ec::expired);
-  EXPECT_LT(out[1].result.completion_tokens, 200);
+  for (int i = 0; i < 3; ++i) collect(core->step(), out);
+  EXPECT_EQ(out[1].result.id, 0u) << "request 1 must not have ended yet";
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  auto s = core->step();
+  collect(s, out);
+  ASSERT_EQ(s.results.size(), 1u);
+  EXPECT_EQ(s.results[0].id, 1u);
+  EXPECT_EQ(s.results[0].how, outcome::expired);
+  EXPECT_EQ(s.results[0].code, ec::expired);
+  EXPECT_EQ(s.results[0].completion_tokens, 3);
+  EXPECT_EQ(s.results[0].message, "deadline passed after 3 tokens");
   EXPECT_EQ(out[2].result.how, outcome::finished);
+  EXPECT_FALSE(core->has_work());
 }
 
 TEST_F(executor_core_test, stop_string_ends_before_it) {
