@@ -92,7 +92,7 @@ class llama_torch final : public causal_lm {
     ws_xf_ = at::empty({n, d});
     ws_xfn_ = at::empty({n, d});
     ws_logits_ = at::empty({n, v});
-    ws_slots_ = at::empty({slots_}, at::kLong);
+    ws_slots_ = at::empty({n}, at::kLong);  // the slot of each row; -1: not attended here
   }
 
   const llama_shape& shape() const override { return shape_; }
@@ -148,7 +148,7 @@ class llama_torch final : public causal_lm {
     (void)span;
     fill_cache_rows(n, [&](int64_t i) { return items[i].slot; });
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
-      decode_attention(layer, n, q, out);
+      rows_attention(layer, n, q, out);
     });
     final_logits(n, 0);
     return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(n), shape_.vocab_size};
@@ -169,23 +169,29 @@ class llama_torch final : public causal_lm {
     auto* tok = ws_tokens_.data_ptr<int64_t>();
     auto* pos = ws_positions_.data_ptr<int64_t>();
     auto* lastrow = ws_last_.data_ptr<int64_t>();
-    std::vector<int64_t> item_of(static_cast<size_t>(n));
+    auto* slot = ws_slots_.data_ptr<int64_t>();
+    item_of_.resize(static_cast<size_t>(n));
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
       const auto& it = items[i];
+      // Short prompts go through the row loop; long ones through matrix products (-1).
+      const bool by_rows = it.start + it.count <= rows_attention_limit;
       for (int32_t t = 0; t < it.count; ++t, ++row) {
         tok[row] = it.tokens[t];
         pos[row] = it.start + t;
-        item_of[row] = static_cast<int64_t>(i);
+        slot[row] = by_rows ? it.slot : -1;
+        item_of_[row] = static_cast<int64_t>(i);
       }
       const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
       lastrow[i - first] = row - it.count + at;
     }
-    fill_cache_rows(n, [&](int64_t r) { return items[item_of[r]].slot; });
+    fill_cache_rows(n, [&](int64_t r) { return items[item_of_[r]].slot; });
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
+      rows_attention(layer, n, q, out);
       int64_t offset = 0;
       for (size_t i = first; i < last; ++i) {
-        prefill_attention(layer, items[i], offset, q, out);
+        if (items[i].start + items[i].count > rows_attention_limit)
+          prefill_attention(layer, items[i], offset, q, out);
         offset += items[i].count;
       }
     });
@@ -355,10 +361,12 @@ class llama_torch final : public causal_lm {
       }
   }
 
-  // Attention of one token per sequence over its slot's cache, positions 0..position. A plain
-  // loop: it reads the cache in place (no gather, no mask) and replaces seven torch operations
-  // per layer, whose dispatch cost dominated a decode step of a small model.
-  void decode_attention(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
+  // Attention of each row (one token of a sequence) over its slot's cache, positions
+  // 0..position; rows whose slot is -1 are skipped. A plain loop: it reads the cache in place
+  // (no gather, no mask) and replaces seven torch operations per layer, whose dispatch cost
+  // dominated a step of a small model. Causal by construction: a row reads only positions up to
+  // its own, and the whole pass's keys are in the cache before any row attends.
+  void rows_attention(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
     const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, heads = shape_.n_heads;
     const int64_t g = heads / kvh;
     const float* kc = k_cache_[layer].data_ptr<float>();
@@ -379,6 +387,7 @@ class llama_torch final : public causal_lm {
       if (int64_t(scores.size()) < ctx) scores.resize(size_t(ctx));
       for (int64_t r = begin; r < end; ++r) {
         const int64_t i = r / heads, h = r % heads;
+        if (slot[i] < 0) continue;
         const float* qv = qp + i * q_stride + h * hs;
         const int64_t base = (slot[i] * kvh + h / g) * ctx;
         const int64_t span = pos[i] + 1;
@@ -412,6 +421,10 @@ class llama_torch final : public causal_lm {
   std::string device_;
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
+  std::vector<int64_t> item_of_;
+  // Prompts reaching past this position attend through matrix products instead of the row loop,
+  // whose cost grows with the square of the length.
+  static constexpr int64_t rows_attention_limit = 256;
   at::Tensor embedding_, rms_final_, wcls_t_, cos_, sin_, k_cache_, v_cache_;
   std::vector<layer_weights> layers_;
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
