@@ -275,6 +275,7 @@ TEST_F(pipeline_test, cancelling_a_running_request_frees_its_slot_for_a_waiting_
 TEST_F(pipeline_test, a_full_queue_rejects_at_once) {
   auto cfg = make_config("continuous", 1);
   cfg.batcher.max_queued_requests = 2;
+  cfg.model.path = "synthetic:s15m";  // slow enough that request 1 runs throughout
   start(cfg);
   caf::scoped_actor self{sys};
   auto long_one = make_request(1, "Once upon a time", 300);
@@ -311,7 +312,10 @@ TEST_F(pipeline_test, a_full_queue_rejects_at_once) {
 }
 
 TEST_F(pipeline_test, a_request_whose_deadline_passes_while_waiting_expires) {
-  start(make_config("continuous", 1));
+  // A slow model (random s15m weights, about 3 ms a token here) keeps the slot busy.
+  auto cfg = make_config("continuous", 1);
+  cfg.model.path = "synthetic:s15m";
+  start(cfg);
   caf::scoped_actor self{sys};
   auto long_one = make_request(1, "Once upon a time", 300);
   long_one.params.ignore_eos = true;
