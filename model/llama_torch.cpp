@@ -18,6 +18,14 @@ namespace {
 
 constexpr float rms_eps = 1e-5f;
 
+// The plain loops below are compiled twice on x86-64: for the baseline and for x86-64-v3
+// (AVX2 + FMA); the loader picks what the processor runs. Other targets get the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CONVEYOR_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CONVEYOR_VECTOR_CLONES
+#endif
+
 at::Tensor from_floats(const float* data, std::vector<int64_t> sizes) {
   return at::from_blob(const_cast<float*>(data), sizes, at::kFloat).clone();
 }
@@ -381,37 +389,82 @@ class llama_torch final : public causal_lm {
     int64_t longest = 1;
     for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
     // Enough work per task that threads pay off: about 32k multiply-adds.
-    const int64_t grain = std::max<int64_t>(1, 32768 / (longest * hs));
-    at::parallel_for(0, n * heads, grain, [&](int64_t begin, int64_t end) {
+    const int64_t grain = std::max<int64_t>(1, 32768 / (longest * hs * g));
+    // One task per (row, kv head): the g query heads that share a kv head read its keys and
+    // values once.
+    at::parallel_for(0, n * kvh, grain, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scores;
-      if (int64_t(scores.size()) < ctx) scores.resize(size_t(ctx));
+      if (int64_t(scores.size()) < ctx * g) scores.resize(size_t(ctx * g));
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t i = r / heads, h = r % heads;
+        const int64_t i = r / kvh, kh = r % kvh;
         if (slot[i] < 0) continue;
-        const float* qv = qp + i * q_stride + h * hs;
-        const int64_t base = (slot[i] * kvh + h / g) * ctx;
-        const int64_t span = pos[i] + 1;
-        float top = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < span; ++t) {
-          const float* kt = kc + (base + t) * hs;
-          float dot = 0.0f;
-          for (int64_t e = 0; e < hs; ++e) dot += qv[e] * kt[e];
-          scores[size_t(t)] = dot * scale;
-          top = std::max(top, scores[size_t(t)]);
-        }
-        float total = 0.0f;
-        for (int64_t t = 0; t < span; ++t)
-          total += scores[size_t(t)] = std::exp(scores[size_t(t)] - top);
-        float* o = op + (i * heads + h) * hs;
-        std::fill(o, o + hs, 0.0f);
-        const float inv = 1.0f / total;
-        for (int64_t t = 0; t < span; ++t) {
-          const float w = scores[size_t(t)] * inv;
-          const float* vt = vc + (base + t) * hs;
-          for (int64_t e = 0; e < hs; ++e) o[e] += w * vt[e];
-        }
+        const int64_t base = (slot[i] * kvh + kh) * ctx;
+        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + base * hs, vc + base * hs,
+                        pos[i] + 1, scale, scores.data(), op + (i * heads + kh * g) * hs);
       }
     });
+  }
+
+  // Calls attend<HS> with the head size known at compile time for the common sizes, so that
+  // the inner loops unroll and vectorize; other sizes take the general loop.
+  static void attend_dispatch(int64_t hs, const float* q, int64_t g, const float* keys,
+                              const float* values, int64_t span, float scale, float* scores,
+                              float* out) {
+    switch (hs) {
+      case 8:
+        return attend<8>(8, q, g, keys, values, span, scale, scores, out);
+      case 16:
+        return attend<16>(16, q, g, keys, values, span, scale, scores, out);
+      case 32:
+        return attend<32>(32, q, g, keys, values, span, scale, scores, out);
+      case 48:
+        return attend<48>(48, q, g, keys, values, span, scale, scores, out);
+      case 64:
+        return attend<64>(64, q, g, keys, values, span, scale, scores, out);
+      case 128:
+        return attend<128>(128, q, g, keys, values, span, scale, scores, out);
+      default:
+        return attend<0>(hs, q, g, keys, values, span, scale, scores, out);
+    }
+  }
+
+  // Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
+  // head (keys, values: span x hs, contiguous), into out (g x hs). HS > 0 fixes hs at compile
+  // time.
+  template <int HS>
+  CONVEYOR_VECTOR_CLONES static void attend(int64_t hs_runtime, const float* __restrict__ q,
+                                            int64_t g, const float* __restrict__ keys,
+                                            const float* __restrict__ values, int64_t span,
+                                            float scale, float* __restrict__ scores,
+                                            float* __restrict__ out) {
+    const int64_t hs = HS > 0 ? HS : hs_runtime;
+    for (int64_t t = 0; t < span; ++t) {
+      const float* kt = keys + t * hs;
+      for (int64_t j = 0; j < g; ++j) {
+        const float* qj = q + j * hs;
+        float dot = 0.0f;
+        for (int64_t e = 0; e < hs; ++e) dot += qj[e] * kt[e];
+        scores[j * span + t] = dot * scale;
+      }
+    }
+    for (int64_t j = 0; j < g; ++j) {
+      float* sj = scores + j * span;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < span; ++t) top = std::max(top, sj[t]);
+      float total = 0.0f;
+      for (int64_t t = 0; t < span; ++t) total += sj[t] = std::exp(sj[t] - top);
+      const float inv = 1.0f / total;
+      for (int64_t t = 0; t < span; ++t) sj[t] *= inv;
+    }
+    std::fill(out, out + g * hs, 0.0f);
+    for (int64_t t = 0; t < span; ++t) {
+      const float* vt = values + t * hs;
+      for (int64_t j = 0; j < g; ++j) {
+        const float w = scores[j * span + t];
+        float* oj = out + j * hs;
+        for (int64_t e = 0; e < hs; ++e) oj[e] += w * vt[e];
+      }
+    }
   }
 
   llama_shape shape_;
