@@ -86,17 +86,15 @@ step_output executor_core::step() {
   for (auto& s : waiting_) boundary(*s);
   for (auto& s : running_) boundary(*s);
   release_ended();
-  const size_t already_running = running_.size();
-  if (!waiting_.empty()) prefill(out);
-  if (already_running > 0) decode(out);
+  run_step(out);
   release_ended();
   return out;
 }
 
-void executor_core::prefill(step_output& out) {
-  // Take waiting sequences up to the token budget (always at least one).
+void executor_core::run_step(step_output& out) {
+  // Newly admitted sequences, up to the token budget (always at least one).
   std::vector<std::unique_ptr<sequence>> batch;
-  int64_t tokens = 0;
+  int64_t prompt_tokens = 0;
   int32_t longest = 0;
   while (!waiting_.empty()) {
     auto& s = waiting_.front();
@@ -105,19 +103,19 @@ void executor_core::prefill(step_output& out) {
       continue;
     }
     const int32_t n = int32_t(s->req.prompt.size());
-    const int32_t padded = static_batch_ ? std::max(longest, n) : n;
-    const int64_t cost = static_batch_ ? int64_t(padded) * int64_t(batch.size() + 1) : tokens + n;
-    if (!batch.empty() && cost > max_batched_tokens_ && !static_batch_) break;
+    if (!batch.empty() && !static_batch_ && prompt_tokens + n > max_batched_tokens_) break;
     longest = std::max(longest, n);
-    tokens += n;
+    prompt_tokens += n;
     batch.push_back(std::move(s));
     waiting_.pop_front();
   }
-  if (batch.empty()) return;
-  const stamp start = now_stamp();
-  prefill_items_.clear();
+  // One forward pass for everything: the new prompts, then one token of every sequence that was
+  // already running. A static batch pads its prompts to the longest, and its ended members keep
+  // their rows until the batch ends, as a padded batch does.
+  items_.clear();
+  rows_.clear();
   padded_prompts_.resize(batch.size());
-  int64_t padded_tokens = 0;
+  int64_t computed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& s = *batch[i];
     const int32_t n = int32_t(s.req.prompt.size());
@@ -127,57 +125,41 @@ void executor_core::prefill(step_output& out) {
       auto& p = padded_prompts_[i];
       p.assign(s.req.prompt.begin(), s.req.prompt.end());
       p.resize(size_t(std::min(longest, model_->context())), s.req.prompt.back());
-      prefill_items_.push_back({s.slot, 0, p.data(), int32_t(p.size()), n - 1});
-      padded_tokens += int64_t(p.size());
+      items_.push_back({s.slot, 0, p.data(), int32_t(p.size()), n - 1});
     } else {
-      prefill_items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1});
-      padded_tokens += n;
+      items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1});
     }
+    computed += items_.back().count;
+    rows_.push_back(&s);
   }
-  auto logits = model_->prefill(prefill_items_);
-  const stamp done = now_stamp();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto& s = *batch[i];
-    s.position = int32_t(s.req.prompt.size());
-    running_.push_back(std::move(batch[i]));
-    emit(*running_.back(), s.sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
-  }
-  out.step_timings.push_back(step_timing{
-      name_, step_kind::prefill, prefill_items_.size(), size_t(tokens), size_t(padded_tokens),
-      to_time_point(start), std::chrono::nanoseconds(done - start)});
-}
-
-void executor_core::decode(step_output& out) {
-  decode_items_.clear();
-  decode_rows_.clear();
-  size_t real = 0;
+  const size_t admitted = batch.size();
+  int64_t decoded = 0;
   for (auto& s : running_) {
     if (s->position >= model_->context()) continue;
-    if (s->ended) {
-      // A finished member of a static batch still takes its row, as a padded batch does.
-      if (!static_batch_) continue;
-      decode_items_.push_back({s->slot, s->position, s->next_token});
-      decode_rows_.push_back(nullptr);
-      ++s->position;
-      continue;
-    }
-    decode_items_.push_back({s->slot, s->position, s->next_token});
-    decode_rows_.push_back(s.get());
-    ++real;
+    if (s->ended && !static_batch_) continue;
+    items_.push_back({s->slot, s->position, &s->next_token, 1, -1});
+    rows_.push_back(s.get());
+    ++computed;
+    if (!s->ended) ++decoded;
   }
-  if (real == 0) return;
+  if (batch.empty() && decoded == 0) return;
   const stamp start = now_stamp();
-  auto logits = model_->decode(decode_items_);
+  auto logits = model_->prefill(items_);
   const stamp done = now_stamp();
-  for (size_t i = 0; i < decode_rows_.size(); ++i) {
-    sequence* s = decode_rows_[i];
-    if (s == nullptr) continue;
-    ++s->position;
-    emit(*s, s->sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    sequence& s = *rows_[i];
+    if (i < admitted) {
+      s.position = int32_t(s.req.prompt.size());
+      running_.push_back(std::move(batch[i]));
+    } else {
+      ++s.position;
+    }
+    if (!s.ended) emit(s, s.sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
   }
-  out.step_timings.push_back(step_timing{name_, step_kind::decode, decode_items_.size(), real,
-                                         decode_items_.size(), to_time_point(start),
-                                         std::chrono::nanoseconds(done - start)});
+  out.step_timings.push_back(
+      step_timing{name_, admitted > 0 ? step_kind::prefill : step_kind::decode, items_.size(),
+                  size_t(prompt_tokens + decoded), size_t(computed), to_time_point(start),
+                  std::chrono::nanoseconds(done - start)});
 }
 
 void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {

@@ -59,8 +59,9 @@ class executor_core {
   /// Asks that a request end as cancelled at the next step boundary. False if unknown here.
   bool cancel(request_id id);
 
-  /// One step: ends cancelled and expired sequences, prefills the newly admitted ones (up to
-  /// the token budget), then decodes one token for every sequence that was already running.
+  /// One step: ends cancelled and expired sequences, then runs one forward pass over the
+  /// prompts of the newly admitted ones (up to the token budget) and one token of every
+  /// sequence that was already running.
   step_output step();
 
   /// Ends every sequence with `how` (shutdown, drain), reporting each.
@@ -87,8 +88,7 @@ class executor_core {
     std::vector<time_point> token_times;
   };
 
-  void prefill(step_output& out);
-  void decode(step_output& out);
+  void run_step(step_output& out);
   void emit(sequence& s, int32_t token, stamp now, step_output& out);
   void finish(sequence& s, outcome how, finish_reason reason, ec code, std::string message,
               step_output& out);
@@ -104,10 +104,9 @@ class executor_core {
   std::vector<std::unique_ptr<sequence>> running_;  // prefilled
   bool static_batch_ = false;
   // Reused across steps.
-  std::vector<model::prefill_item> prefill_items_;
+  std::vector<model::prefill_item> items_;
   std::vector<std::vector<int32_t>> padded_prompts_;
-  std::vector<model::decode_item> decode_items_;
-  std::vector<sequence*> decode_rows_;
+  std::vector<sequence*> rows_;
 };
 
 }  // namespace conveyor::pipeline
