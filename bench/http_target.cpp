@@ -213,7 +213,8 @@ request_record one_request(const workload_request& w, const target_options& o,
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof(chunk);
       beast::error_code err;
-      http::read(socket, buffer, parser, err);
+      // read_some returns as soon as some body arrived (read would wait for 16 KiB).
+      http::read_some(socket, buffer, parser, err);
       if (err == http::error::need_buffer) err = {};
       const std::size_t n = sizeof(chunk) - parser.get().body().size;
       if (status == 200)

@@ -78,7 +78,7 @@ bool parse_range(const std::string& text, int32_t& lo, int32_t& hi) {
 std::string rate_text(double rate) {
   if (std::isinf(rate)) return "inf";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", rate);
+  std::snprintf(buf, sizeof(buf), "%.4g", rate);
   return buf;
 }
 
