@@ -1,7 +1,10 @@
 #include "bench/http_target.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -247,25 +250,32 @@ request_record one_request(const workload_request& w, const target_options& o,
 std::vector<request_record> run_target(const workload& requests, const target_options& options,
                                        run_progress& progress, double& wall_s) {
   std::vector<request_record> records(requests.size());
-  std::vector<clock_type::time_point> ends(requests.size());
-  std::vector<std::thread> threads;
-  threads.reserve(requests.size());
+  std::mutex mutex;
+  std::condition_variable all_ended;
+  std::size_t ended = 0;
   const auto t0 = clock_type::now();
+  auto last_end = t0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto scheduled = t0 + std::chrono::duration_cast<clock_type::duration>(
                                     std::chrono::duration<double>(requests[i].arrival_s));
     std::this_thread::sleep_until(scheduled);
-    threads.emplace_back([&, i, scheduled] {
-      records[i] = one_request(requests[i], options, scheduled);
-      ends[i] = clock_type::now();
+    // Detached, so that a long run does not keep the stacks of ended threads; the last thing a
+    // thread does is to count itself under the lock, after which it touches nothing here.
+    std::thread([&, i, scheduled] {
+      auto record = one_request(requests[i], options, scheduled);
+      const auto now = clock_type::now();
+      std::lock_guard<std::mutex> guard{mutex};
+      records[i] = std::move(record);
+      last_end = std::max(last_end, now);
+      ++ended;
       ++progress.ended;
-    });
+      all_ended.notify_all();
+    }).detach();
     ++progress.sent;
   }
-  for (auto& t : threads) t.join();
-  auto last = t0;
-  for (auto e : ends) last = std::max(last, e);
-  wall_s = std::chrono::duration<double>(last - t0).count();
+  std::unique_lock<std::mutex> guard{mutex};
+  all_ended.wait(guard, [&] { return ended == requests.size(); });
+  wall_s = std::chrono::duration<double>(last_end - t0).count();
   return records;
 }
 

@@ -105,8 +105,9 @@ struct target_options {
 };
 
 /// Replays `requests` against the server in open loop: a thread per request in flight (so
-/// hundreds can be), each started at t0 + arrival_s. Returns one record per request, in
-/// workload order, and sets `wall_s` to the seconds from t0 to the last end.
+/// hundreds can be), each started at t0 + arrival_s; returns when every request has ended. Returns
+/// one record per request, in workload order, and sets `wall_s` to the seconds from t0 to the last
+/// end.
 std::vector<request_record> run_target(const workload& requests, const target_options& options,
                                        run_progress& progress, double& wall_s);
 
