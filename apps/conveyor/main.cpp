@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   };
   add(add_generate);
   add(add_serve);
+  add(add_bench);
   add(add_config);
   try {
     app.parse(argc, argv);

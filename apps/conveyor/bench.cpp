@@ -1,0 +1,309 @@
+// conveyor bench: replays a workload in open loop against in-process pipelines (one per batching
+// policy) or an OpenAI-style server, and reports latencies and throughput.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/spawn.hpp"
+#include "apps/conveyor/commands.hpp"
+#include "apps/conveyor/config_flags.hpp"
+#include "bench/http_target.hpp"
+#include "bench/in_process.hpp"
+#include "bench/report.hpp"
+#include "bench/stats.hpp"
+#include "bench/workload.hpp"
+
+namespace conveyor::app {
+
+namespace {
+
+using namespace conveyor::bench;
+
+struct bench_options {
+  config_flags flags;
+  std::string workload_file;
+  std::string policies = "sequential,seed,continuous";
+  std::string target;
+  std::string json_file;
+  std::string plot_file;
+  int32_t threads = 0;
+  std::string rates;
+  std::size_t requests = 100;
+  uint64_t seed = 0;
+  std::string prompt_words = "3,40";
+  std::string max_tokens = "16,256";
+  std::string save_file;
+  bool quiet = false;
+};
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "conveyor bench: %s\n", message.c_str());
+  return 1;
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in{text};
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// "A,B" as two integers; false when malformed.
+bool parse_range(const std::string& text, int32_t& lo, int32_t& hi) {
+  auto parts = split_commas(text);
+  if (parts.size() != 2) return false;
+  try {
+    lo = std::stoi(parts[0]);
+    hi = std::stoi(parts[1]);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+std::string rate_text(double rate) {
+  if (std::isinf(rate)) return "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", rate);
+  return buf;
+}
+
+// -- progress ------------------------------------------------------------------------------------
+
+/// Prints "sent / ended" on stderr every second while a run goes on.
+class progress_printer {
+ public:
+  progress_printer(std::string label, std::size_t total, const run_progress& progress, bool quiet)
+      : label_(std::move(label)), total_(total), progress_(progress) {
+    if (quiet) return;
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> guard{mutex_};
+      while (!stop_) {
+        if (cv_.wait_for(guard, std::chrono::seconds(1), [this] { return stop_; })) break;
+        std::fprintf(stderr, "bench %s: sent %zu/%zu, ended %zu\n", label_.c_str(),
+                     progress_.sent.load(), total_, progress_.ended.load());
+      }
+    });
+  }
+
+  ~progress_printer() {
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::string label_;
+  std::size_t total_;
+  const run_progress& progress_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// -- the command ---------------------------------------------------------------------------------
+
+/// The workloads to run: the file, or one generated per rate.
+expected<std::vector<std::pair<double, workload>>> make_workloads(const bench_options& o) {
+  std::vector<std::pair<double, workload>> out;
+  if (!o.workload_file.empty()) {
+    if (!o.rates.empty()) return make_error(ec::bad_request, "give --workload or --rate, not both");
+    auto w = load_workload(o.workload_file);
+    if (!w) return w.error();
+    const double rate = rate_of(*w);
+    out.emplace_back(rate, std::move(*w));
+    return out;
+  }
+  if (o.rates.empty())
+    return make_error(ec::bad_request, "give --workload FILE.jsonl or --rate R to make one");
+  workload_spec spec;
+  spec.requests = o.requests;
+  spec.seed = o.seed;
+  if (!parse_range(o.prompt_words, spec.min_words, spec.max_words))
+    return make_error(ec::bad_request, "--prompt-words " + o.prompt_words + ": expected A,B");
+  if (!parse_range(o.max_tokens, spec.min_tokens, spec.max_tokens))
+    return make_error(ec::bad_request, "--max-tokens " + o.max_tokens + ": expected A,B");
+  for (const auto& text : split_commas(o.rates)) {
+    try {
+      spec.rate = text == "inf" ? std::numeric_limits<double>::infinity() : std::stod(text);
+    } catch (const std::exception&) {
+      return make_error(ec::bad_request, "--rate " + text + ": not a number");
+    }
+    if (auto err = validate(spec)) return err;
+    out.emplace_back(spec.rate, generate_workload(spec));
+  }
+  return out;
+}
+
+/// FILE.jsonl for one workload, FILE-rR.jsonl for each of several.
+std::string save_path(const std::string& file, double rate, bool several) {
+  if (!several) return file;
+  auto dot = file.rfind('.');
+  const std::string suffix = "-r" + rate_text(rate);
+  if (dot == std::string::npos || dot < file.find_last_of('/') + 1) return file + suffix;
+  return file.substr(0, dot) + suffix + file.substr(dot);
+}
+
+caf::error write_file(const std::string& path, const std::string& text) {
+  std::ofstream out{path};
+  if (!out) return make_error(ec::bad_file, path + ": cannot write");
+  out << text;
+  if (!out) return make_error(ec::bad_file, path + ": write failed");
+  return {};
+}
+
+int run_bench(const bench_options& o) {
+  auto workloads = make_workloads(o);
+  if (!workloads) return fail(message_of(workloads.error()));
+  if (!o.save_file.empty()) {
+    for (const auto& [rate, w] : *workloads) {
+      const auto path = save_path(o.save_file, rate, workloads->size() > 1);
+      if (auto err = save_workload(w, path)) return fail(message_of(err));
+      std::fprintf(stderr, "bench: wrote %zu requests to %s\n", w.size(), path.c_str());
+    }
+  }
+  nlohmann::json settings;
+  settings["workload"] =
+      o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file);
+  if (o.workload_file.empty())
+    settings["generated"] = {{"rates", o.rates},
+                             {"requests", o.requests},
+                             {"seed", o.seed},
+                             {"prompt_words", o.prompt_words},
+                             {"max_tokens", o.max_tokens}};
+  std::vector<run_summary> runs;
+  if (!o.target.empty()) {
+    auto url = parse_target_url(o.target);
+    if (!url) return fail(message_of(url.error()));
+    target_options to;
+    to.url = *url;
+    to.model = o.flags.model;
+    settings["target"] = o.target;
+    settings["model"] = o.flags.model;
+    for (const auto& [rate, w] : *workloads) {
+      run_progress progress;
+      double wall_s = 0;
+      std::vector<request_record> records;
+      {
+        progress_printer printer{o.target + " @ " + rate_text(rate) + "/s", w.size(), progress,
+                                 o.quiet};
+        records = run_target(w, to, progress, wall_s);
+      }
+      runs.push_back(summarize(o.target, rate, records, wall_s));
+    }
+  } else {
+    auto cfg = o.flags.load();
+    if (!cfg) return fail(message_of(cfg.error()));
+    if (o.threads > 0) {
+      if (cfg->auto_executors) {
+        cfg->executors = config::resolve_executors(*cfg, 0);
+        cfg->auto_executors = false;
+      }
+      for (auto& e : cfg->executors) e.threads = o.threads;
+    }
+    auto policies = split_commas(o.policies);
+    if (policies.empty()) return fail("--policies: give at least one");
+    for (const auto& p : policies)
+      if (p != "sequential" && p != "seed" && p != "continuous")
+        return fail("--policies: unknown policy '" + p + "' (sequential, seed, continuous)");
+    setup_logging(cfg->log.level == "info" ? "warn" : cfg->log.level);
+    settings["model"] = cfg->model.path;
+    settings["policies"] = policies;
+    caf::actor_system_config sys_cfg;
+    add_error_category(sys_cfg);
+    sys_cfg.set("logger.verbosity", caf::atom("quiet"));
+    caf::actor_system system{sys_cfg};
+    for (const auto& [rate, w] : *workloads)
+      for (const auto& policy : policies) {
+        run_progress progress;
+        progress_printer printer{policy + " @ " + rate_text(rate) + "/s", w.size(), progress,
+                                 o.quiet};
+        auto summary = run_in_process(system, *cfg, policy, w, rate, progress);
+        if (!summary) return fail(policy + ": " + message_of(summary.error()));
+        runs.push_back(std::move(*summary));
+      }
+  }
+  std::fputs(render_table(runs).c_str(), stdout);
+  std::fflush(stdout);
+  if (!o.json_file.empty())
+    if (auto err = write_file(o.json_file, to_json(runs, settings).dump(2) + "\n"))
+      return fail(message_of(err));
+  if (!o.plot_file.empty()) {
+    const std::string what = o.workload_file.empty() ? "generated workload" : o.workload_file;
+    if (auto err = write_file(o.plot_file, render_cdf_svg(runs, "E2E latency CDF: " + what)))
+      return fail(message_of(err));
+    if (workloads->size() > 1) {
+      auto path = o.plot_file;
+      if (path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0)
+        path.resize(path.size() - 4);
+      path += "-vs-rate.svg";
+      if (auto err = write_file(path, render_rate_svg(runs, "E2E latency against arrival rate")))
+        return fail(message_of(err));
+      std::fprintf(stderr, "bench: wrote %s\n", path.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+command_fn add_bench(CLI::App& app) {
+  auto o = std::make_shared<bench_options>();
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Replay a workload in open loop (each request leaves at its arrival time) against "
+      "in-process pipelines, one per batching policy, or an OpenAI-style server; print "
+      "latencies and throughput");
+  o->flags.add_to(*cmd, false);
+  cmd->add_option("--workload,-w", o->workload_file,
+                  "A JSONL workload (id, arrival_s, prompt, "
+                  "max_tokens per line)");
+  cmd->add_option("--policies", o->policies, "Batching policies to compare, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "Bench an OpenAI-style server at http://HOST:PORT instead (POST "
+                  "/v1/completions with stream: true); --model then names the model field");
+  cmd->add_option("--json", o->json_file, "Write the results as JSON to FILE");
+  cmd->add_option("--plot", o->plot_file,
+                  "Write an SVG chart of the E2E latency CDF to FILE.svg (with several rates "
+                  "also FILE-vs-rate.svg)");
+  cmd->add_option("--threads", o->threads, "Compute threads of each executor (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rate", o->rates,
+                  "Make a workload instead: Poisson arrivals at R requests/s (inf: all at 0); "
+                  "R1,R2,... makes one per rate");
+  cmd->add_option("--requests,-n", o->requests, "Requests of a made workload")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of a made workload")->capture_default_str();
+  cmd->add_option("--prompt-words", o->prompt_words,
+                  "Prompt words of a made workload, uniform in A,B")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "max_tokens of a made workload, log-uniform in A,B")
+      ->capture_default_str();
+  cmd->add_option("--save", o->save_file,
+                  "Write the made workload to FILE.jsonl (several rates: FILE-rR.jsonl)");
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
+  return [o] { return run_bench(*o); };
+}
+
+}  // namespace conveyor::app

@@ -1,0 +1,282 @@
+#include "bench/http_target.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <nlohmann/json.hpp>
+
+namespace conveyor::bench {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+// -- URL -----------------------------------------------------------------------------------------
+
+expected<target_url> parse_target_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.compare(0, scheme.size(), scheme) != 0)
+    return make_error(ec::bad_request, "--target " + url + ": expected http://HOST:PORT");
+  auto rest = url.substr(scheme.size());
+  target_url out;
+  auto slash = rest.find('/');
+  if (slash != std::string::npos) {
+    out.prefix = rest.substr(slash);
+    rest.resize(slash);
+    while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
+  }
+  auto colon = rest.rfind(':');
+  if (colon != std::string::npos) {
+    out.port = rest.substr(colon + 1);
+    rest.resize(colon);
+    if (out.port.empty() || out.port.find_first_not_of("0123456789") != std::string::npos)
+      return make_error(ec::bad_request, "--target " + url + ": bad port");
+  }
+  if (rest.empty()) return make_error(ec::bad_request, "--target " + url + ": no host");
+  out.host = rest;
+  return out;
+}
+
+// -- server-sent events --------------------------------------------------------------------------
+
+void sse_parser::feed(std::string_view bytes) {
+  for (char c : bytes) {
+    if (c == '\n' && last_was_cr_) {  // the LF of a CRLF
+      last_was_cr_ = false;
+      continue;
+    }
+    last_was_cr_ = c == '\r';
+    if (c == '\n' || c == '\r') {
+      line(pending_);
+      pending_.clear();
+    } else {
+      pending_ += c;
+    }
+  }
+}
+
+void sse_parser::line(std::string_view text) {
+  if (text.empty()) {  // the end of an event
+    if (has_data_) on_event_(data_);
+    data_.clear();
+    has_data_ = false;
+    return;
+  }
+  if (text.front() == ':') return;  // a comment
+  auto colon = text.find(':');
+  auto field = text.substr(0, colon);
+  std::string_view value;
+  if (colon != std::string_view::npos) {
+    value = text.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (field != "data") return;
+  if (has_data_) data_ += '\n';
+  data_.append(value.data(), value.size());
+  has_data_ = true;
+}
+
+stream_event parse_stream_event(const std::string& data) {
+  stream_event ev;
+  if (data == "[DONE]") {
+    ev.done = true;
+    return ev;
+  }
+  auto j = nlohmann::json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    ev.error = "not JSON: " + data.substr(0, 200);
+    return ev;
+  }
+  if (auto e = j.find("error"); e != j.end()) {
+    std::string type;
+    if (e->is_object()) {
+      ev.error = e->value("message", std::string{"error"});
+      type = e->value("type", std::string{});
+    } else {
+      ev.error = e->dump();
+    }
+    ev.refused = type == "invalid_request_error" || type == "rate_limit_error";
+    return ev;
+  }
+  if (auto choices = j.find("choices"); choices != j.end() && choices->is_array() &&
+                                        !choices->empty() && choices->front().is_object()) {
+    const auto& c = choices->front();
+    if (auto t = c.find("text"); t != c.end() && t->is_string()) ev.text = t->get<std::string>();
+    if (auto f = c.find("finish_reason"); f != c.end() && f->is_string())
+      ev.finish_reason = f->get<std::string>();
+  }
+  if (auto u = j.find("usage"); u != j.end() && u->is_object())
+    if (auto n = u->find("completion_tokens"); n != u->end() && n->is_number_integer())
+      ev.completion_tokens = n->get<int32_t>();
+  return ev;
+}
+
+void completion_stream::on_data(const std::string& data, double now) {
+  if (body_.size() < 2000) body_ += data;
+  auto ev = parse_stream_event(data);
+  if (ev.done) done_ = true;
+  if (ev.error && !error_) {
+    error_ = ev.error;
+    refused_ = ev.refused;
+  }
+  if (!ev.text.empty()) {
+    record_.chunk_times.push_back(now);
+    ++text_chunks_;
+  }
+  if (ev.completion_tokens) usage_tokens_ = ev.completion_tokens;
+  if (ev.finish_reason) finished_ = true;
+}
+
+request_record completion_stream::finish(unsigned http_status, const std::string& transport_error,
+                                         double now) {
+  record_.end = now;
+  record_.output_tokens = usage_tokens_ ? *usage_tokens_ : text_chunks_;
+  if (http_status != 200) {
+    // The body of an error response is one JSON object, not events.
+    auto ev = parse_stream_event(body_);
+    record_.message = "HTTP " + std::to_string(http_status) + (ev.error ? ": " + *ev.error : "");
+    record_.status =
+        http_status >= 400 && http_status < 500 ? request_status::rejected : request_status::failed;
+  } else if (error_) {
+    record_.message = *error_;
+    record_.status = refused_ ? request_status::rejected : request_status::failed;
+  } else if (!transport_error.empty() && !done_) {
+    record_.message = transport_error;
+    record_.status = request_status::failed;
+  } else if (!done_ && !finished_) {
+    record_.message = "the stream ended without [DONE]";
+    record_.status = request_status::failed;
+  } else {
+    record_.status = request_status::completed;
+  }
+  return record_;
+}
+
+// -- the driver ----------------------------------------------------------------------------------
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+request_record one_request(const workload_request& w, const target_options& o,
+                           clock_type::time_point scheduled) {
+  completion_stream stream;
+  unsigned status = 0;
+  std::string transport_error;
+  try {
+    boost::asio::io_context ioc;
+    beast::tcp_stream socket{ioc};
+    socket.expires_after(std::chrono::duration_cast<clock_type::duration>(
+        std::chrono::duration<double>(o.timeout_s)));
+    tcp::resolver resolver{ioc};
+    socket.connect(resolver.resolve(o.url.host, o.url.port));
+    nlohmann::json body = {{"prompt", w.prompt},
+                           {"max_tokens", w.max_tokens},
+                           {"temperature", o.temperature},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}}};
+    if (!o.model.empty()) body["model"] = o.model;
+    http::request<http::string_body> req{http::verb::post, o.url.prefix + "/v1/completions", 11};
+    req.set(http::field::host, o.url.host + ":" + o.url.port);
+    req.set(http::field::content_type, "application/json");
+    req.set(http::field::accept, "text/event-stream");
+    req.body() = body.dump();
+    req.prepare_payload();
+    http::write(socket, req);
+    beast::flat_buffer buffer;
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    http::read_header(socket, buffer, parser);
+    status = parser.get().result_int();
+    sse_parser events{[&](const std::string& data) {
+      const double now = seconds_since(scheduled);
+      stream.on_data(data, now);
+    }};
+    std::string raw;  // the body of a non-200 response
+    char chunk[16384];
+    while (!parser.is_done()) {
+      parser.get().body().data = chunk;
+      parser.get().body().size = sizeof(chunk);
+      beast::error_code err;
+      // read_some returns as soon as some body arrived (read would wait for 16 KiB).
+      http::read_some(socket, buffer, parser, err);
+      if (err == http::error::need_buffer) err = {};
+      const std::size_t n = sizeof(chunk) - parser.get().body().size;
+      if (status == 200)
+        events.feed(std::string_view{chunk, n});
+      else if (raw.size() < 4000)
+        raw.append(chunk, n);
+      if (err) {
+        transport_error = err.message();
+        break;
+      }
+    }
+    if (status != 200) stream.on_data(raw, seconds_since(scheduled));
+    beast::error_code ignored;
+    socket.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  } catch (const std::exception& e) {
+    transport_error = e.what();
+  }
+  if (status == 0 && transport_error.empty()) transport_error = "no response";
+  auto record =
+      stream.finish(status == 0 ? 200 : status, transport_error, seconds_since(scheduled));
+  if (status == 0) {
+    record.status = request_status::failed;
+    record.message = transport_error;
+  }
+  return record;
+}
+
+}  // namespace
+
+std::vector<request_record> run_target(const workload& requests, const target_options& options,
+                                       run_progress& progress, double& wall_s) {
+  std::vector<request_record> records(requests.size());
+  std::mutex mutex;
+  std::condition_variable all_ended;
+  std::size_t ended = 0;
+  const auto t0 = clock_type::now();
+  auto last_end = t0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto scheduled = t0 + std::chrono::duration_cast<clock_type::duration>(
+                                    std::chrono::duration<double>(requests[i].arrival_s));
+    std::this_thread::sleep_until(scheduled);
+    // Detached, so that a long run does not keep the stacks of ended threads; the last thing a
+    // thread does is to count itself under the lock, after which it touches nothing here.
+    std::thread([&, i, scheduled] {
+      auto record = one_request(requests[i], options, scheduled);
+      const auto now = clock_type::now();
+      std::lock_guard<std::mutex> guard{mutex};
+      records[i] = std::move(record);
+      last_end = std::max(last_end, now);
+      ++ended;
+      ++progress.ended;
+      all_ended.notify_all();
+    }).detach();
+    ++progress.sent;
+  }
+  std::unique_lock<std::mutex> guard{mutex};
+  all_ended.wait(guard, [&] { return ended == requests.size(); });
+  wall_s = std::chrono::duration<double>(last_end - t0).count();
+  return records;
+}
+
+}  // namespace conveyor::bench

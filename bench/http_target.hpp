@@ -1,0 +1,114 @@
+// The client side of `conveyor bench --target`: an OpenAI /v1/completions server with
+// stream: true, driven in open loop. The SSE parsing is plain code that tests can drive.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/stats.hpp"
+#include "bench/workload.hpp"
+#include "common/error.hpp"
+
+namespace conveyor::bench {
+
+// -- URL -----------------------------------------------------------------------------------------
+
+/// Where the server is: "http://HOST:PORT" (an optional path prefix before /v1 is kept).
+struct target_url {
+  std::string host;
+  std::string port = "80";
+  /// Prefix of the API path, e.g. "" or "/proxy"; the request goes to prefix + "/v1/completions".
+  std::string prefix;
+};
+
+/// Parses "http://HOST[:PORT][/PREFIX]"; https is not supported.
+expected<target_url> parse_target_url(const std::string& url);
+
+// -- server-sent events --------------------------------------------------------------------------
+
+/// Splits a text/event-stream into events and hands each event's data (its `data:` lines joined
+/// by newlines) to a callback. Accepts LF, CRLF and CR line ends; ignores comments and other
+/// fields. Bytes may arrive in pieces of any size.
+class sse_parser {
+ public:
+  using event_handler = std::function<void(const std::string& data)>;
+
+  explicit sse_parser(event_handler on_event) : on_event_(std::move(on_event)) {}
+
+  /// Feeds more bytes of the stream.
+  void feed(std::string_view bytes);
+
+ private:
+  void line(std::string_view text);
+
+  event_handler on_event_;
+  std::string pending_;
+  std::string data_;
+  bool has_data_ = false;
+  bool last_was_cr_ = false;
+};
+
+/// What one `data:` payload of a completion stream says.
+struct stream_event {
+  /// The payload was "[DONE]".
+  bool done = false;
+  /// Text of the first choice (may be empty).
+  std::string text;
+  /// An `{"error": ...}` payload: its message, and whether its type is a refusal
+  /// (invalid_request_error or rate_limit_error).
+  std::optional<std::string> error;
+  bool refused = false;
+  /// From a usage chunk (stream_options.include_usage).
+  std::optional<int32_t> completion_tokens;
+  /// The choice's finish_reason when set.
+  std::optional<std::string> finish_reason;
+};
+
+/// Interprets one data payload; a payload that is not JSON gives an `error`.
+stream_event parse_stream_event(const std::string& data);
+
+/// Folds the events of one request into its record: chunks with non-empty text stamp
+/// `chunk_times` at `now` (seconds after the scheduled arrival).
+class completion_stream {
+ public:
+  /// One event's payload arrived at `now`.
+  void on_data(const std::string& data, double now);
+
+  /// The stream ended at `now` (HTTP status, and an error of the connection if any).
+  request_record finish(unsigned http_status, const std::string& transport_error, double now);
+
+ private:
+  request_record record_;
+  int32_t text_chunks_ = 0;
+  std::optional<int32_t> usage_tokens_;
+  bool done_ = false;
+  bool finished_ = false;
+  std::optional<std::string> error_;
+  bool refused_ = false;
+  std::string body_;
+};
+
+// -- the driver ----------------------------------------------------------------------------------
+
+/// What each request of a target run asks for.
+struct target_options {
+  target_url url;
+  /// The "model" field; left out when empty.
+  std::string model;
+  double temperature = 1.0;
+  /// Give up on a request after this many seconds.
+  double timeout_s = 600;
+};
+
+/// Replays `requests` against the server in open loop: a thread per request in flight (so
+/// hundreds can be), each started at t0 + arrival_s; returns when every request has ended. Returns
+/// one record per request, in workload order, and sets `wall_s` to the seconds from t0 to the last
+/// end.
+std::vector<request_record> run_target(const workload& requests, const target_options& options,
+                                       run_progress& progress, double& wall_s);
+
+}  // namespace conveyor::bench

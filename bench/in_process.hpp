@@ -1,0 +1,25 @@
+// Open-loop replay of a workload through a pipeline spawned in this process.
+#pragma once
+
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "bench/stats.hpp"
+#include "bench/workload.hpp"
+#include "common/error.hpp"
+#include "config/config.hpp"
+
+namespace conveyor::bench {
+
+/// Spawns a fresh pipeline from `cfg` with `batcher.policy` set to `policy` (and the periodic
+/// metrics log off), sends each request at t0 + arrival_s from this thread, whatever earlier
+/// requests do, with a collector sink that stamps each chunk and the end; waits for every
+/// request to end, reads batch size, padding fraction and busy ratio from the pipeline's
+/// metrics snapshot, and stops the pipeline. Synthetic models (random weights) get
+/// `ignore_eos`, so that they generate exactly max_tokens. `rate` only labels the summary.
+expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline cfg,
+                                     const std::string& policy, const workload& requests,
+                                     double rate, run_progress& progress);
+
+}  // namespace conveyor::bench

@@ -1,0 +1,96 @@
+// The in-process replay on the tiny real model: every request is counted exactly once, for
+// every policy.
+#include <gtest/gtest.h>
+#include <caf/all.hpp>
+
+#include "bench/in_process.hpp"
+
+using namespace conveyor;
+using namespace conveyor::bench;
+
+namespace {
+
+workload tiny_workload() {
+  workload_spec spec;
+  spec.rate = 100;
+  spec.requests = 20;
+  spec.seed = 4;
+  spec.min_words = 2;
+  spec.max_words = 8;
+  spec.min_tokens = 2;
+  spec.max_tokens = 8;
+  return generate_workload(spec);
+}
+
+caf::actor_system_config& quiet(caf::actor_system_config& cfg) {
+  add_error_category(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  return cfg;
+}
+
+struct bench_in_process : ::testing::TestWithParam<std::string> {
+  caf::actor_system_config cfg;
+  caf::actor_system system{quiet(cfg)};
+};
+
+}  // namespace
+
+TEST_P(bench_in_process, counts_add_up) {
+  const auto w = tiny_workload();
+  config::pipeline cfg;  // the embedded stories260K
+  cfg.executors = config::resolve_executors(cfg, 0);
+  cfg.auto_executors = false;
+  cfg.executors[0].threads = 1;
+  cfg.executors[0].slots = 4;
+  cfg.batcher.max_batch_size = 4;
+  cfg.batcher.max_num_seqs = 4;
+  run_progress progress;
+  auto s = run_in_process(system, cfg, GetParam(), w, 100, progress);
+  ASSERT_TRUE(s) << message_of(s.error());
+  EXPECT_EQ(s->name, GetParam());
+  EXPECT_EQ(s->requests, w.size());
+  EXPECT_EQ(s->completed + s->rejected + s->failed, w.size());
+  EXPECT_EQ(s->completed, w.size());
+  EXPECT_EQ(progress.sent.load(), w.size());
+  EXPECT_EQ(progress.ended.load(), w.size());
+  EXPECT_GT(s->output_tokens, 0u);
+  EXPECT_EQ(s->e2e.count, s->completed);
+  EXPECT_LE(s->ttft.p50, s->e2e.p50);
+  EXPECT_GE(s->wall_s, w.back().arrival_s);
+  EXPECT_GE(s->batch_size_mean, 1.0);
+  EXPECT_GE(s->padding_fraction, 0.0);
+  EXPECT_GT(s->executor_busy_ratio, 0.0);
+  if (GetParam() == "sequential") {
+    EXPECT_DOUBLE_EQ(s->batch_size_mean, 1.0);
+  }
+}
+
+TEST_P(bench_in_process, rejections_are_counted) {
+  auto w = tiny_workload();
+  for (auto& r : w) r.arrival_s = 0;  // a burst into a queue of two
+  config::pipeline cfg;
+  cfg.batcher.max_queued_requests = 2;
+  run_progress progress;
+  auto s = run_in_process(system, cfg, GetParam(), w, 0, progress);
+  ASSERT_TRUE(s) << message_of(s.error());
+  EXPECT_EQ(s->completed + s->rejected + s->failed, w.size());
+  EXPECT_GT(s->rejected, 0u);
+  EXPECT_GT(s->completed, 0u);
+}
+
+TEST(bench_in_process_synthetic, random_weights_generate_exactly_max_tokens) {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system system{quiet(sys_cfg)};
+  workload w;
+  for (int i = 0; i < 3; ++i) w.push_back({"r" + std::to_string(i), 0, "Once upon a time", 5 + i});
+  config::pipeline cfg;
+  cfg.model.path = "synthetic:s15m";
+  run_progress progress;
+  auto s = run_in_process(system, cfg, "continuous", w, 0, progress);
+  if (!s) GTEST_SKIP() << message_of(s.error());
+  EXPECT_EQ(s->completed, 3u);
+  EXPECT_EQ(s->output_tokens, 5u + 6u + 7u);
+}
+
+INSTANTIATE_TEST_SUITE_P(policies, bench_in_process,
+                         ::testing::Values("sequential", "seed", "continuous"));

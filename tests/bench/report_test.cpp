@@ -1,0 +1,146 @@
+// Reports: the table, the JSON document and the SVG charts.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bench/report.hpp"
+
+using namespace conveyor::bench;
+
+namespace {
+
+run_summary run_of(const std::string& name, double rate, std::vector<double> e2e) {
+  std::vector<request_record> records;
+  for (double x : e2e) {
+    request_record r;
+    r.status = request_status::completed;
+    r.chunk_times = {x / 4, x / 2};
+    r.output_tokens = 2;
+    r.end = x;
+    records.push_back(r);
+  }
+  request_record rejected;
+  rejected.status = request_status::rejected;
+  records.push_back(rejected);
+  return summarize(name, rate, records, 10);
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+/// A minimal XML check: every tag closes in order, attributes are quoted, and one root element.
+/// Returns "" when well-formed, else what is wrong.
+std::string xml_problem(const std::string& xml) {
+  std::vector<std::string> open;
+  std::size_t roots = 0;
+  std::size_t i = 0;
+  while ((i = xml.find('<', i)) != std::string::npos) {
+    const auto end = xml.find('>', i);
+    if (end == std::string::npos) return "an unclosed '<'";
+    std::string tag = xml.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (tag.empty()) return "an empty tag";
+    if (tag[0] == '?' || tag[0] == '!') continue;
+    if (tag[0] == '/') {
+      const auto name = tag.substr(1);
+      if (open.empty() || open.back() != name) return "</" + name + "> closes nothing open";
+      open.pop_back();
+      continue;
+    }
+    const bool self_closing = tag.back() == '/';
+    const auto name = tag.substr(0, tag.find_first_of(" /\n"));
+    if (count_of(tag, "\"") % 2 != 0) return "unbalanced quotes in <" + name + ">";
+    if (open.empty()) ++roots;
+    if (!self_closing) open.push_back(name);
+  }
+  if (!open.empty()) return "<" + open.back() + "> never closes";
+  if (roots != 1) return std::to_string(roots) + " root elements";
+  // Text must not hold a bare '&' or '<' (escaped as entities).
+  for (auto at = xml.find('&'); at != std::string::npos; at = xml.find('&', at + 1))
+    if (xml.compare(at, 4, "&lt;") != 0 && xml.compare(at, 4, "&gt;") != 0 &&
+        xml.compare(at, 5, "&amp;") != 0 && xml.compare(at, 6, "&quot;") != 0)
+      return "a bare '&'";
+  return "";
+}
+
+}  // namespace
+
+TEST(bench_report, axis_ticks_are_round) {
+  EXPECT_EQ(axis_ticks(1.0), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
+  EXPECT_EQ(axis_ticks(7.3), (std::vector<double>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(axis_ticks(0.0).back(), 1.0);
+  EXPECT_GE(axis_ticks(123.0).back(), 123.0);
+}
+
+TEST(bench_report, cdf_svg_is_well_formed_with_one_polyline_per_run) {
+  std::vector<run_summary> runs = {run_of("sequential", 5, {0.5, 1.5, 3.0, 2.0}),
+                                   run_of("seed", 5, {0.4, 0.9, 1.2}),
+                                   run_of("continuous <&>", 5, {0.2, 0.3, 0.35, 0.8, 0.6})};
+  const auto svg = render_cdf_svg(runs, "E2E latency CDF: a & b");
+  EXPECT_EQ(xml_problem(svg), "") << svg;
+  EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_EQ(count_of(svg, "<polyline"), runs.size());
+  EXPECT_NE(svg.find("E2E latency (s)"), std::string::npos);     // x label
+  EXPECT_NE(svg.find(">sequential</text>"), std::string::npos);  // legend
+  EXPECT_NE(svg.find(">continuous &lt;&amp;&gt;</text>"), std::string::npos);
+  // A step CDF: 1 start point + 2 per sample.
+  const auto first = svg.find("points=\"");
+  const auto last = svg.find('"', first + 8);
+  EXPECT_EQ(count_of(svg.substr(first, last - first), ","), 1u + 2u * 4u);
+}
+
+TEST(bench_report, cdf_svg_skips_runs_without_completions) {
+  std::vector<run_summary> runs = {run_of("seed", 5, {0.4}), run_of("sequential", 5, {})};
+  const auto svg = render_cdf_svg(runs, "t");
+  EXPECT_EQ(xml_problem(svg), "");
+  EXPECT_EQ(count_of(svg, "<polyline"), 1u);
+  EXPECT_NE(svg.find(">sequential</text>"), std::string::npos);
+}
+
+TEST(bench_report, rate_svg_has_p50_and_p99_per_policy) {
+  std::vector<run_summary> runs;
+  for (double rate : {5.0, 10.0, 20.0}) {
+    runs.push_back(run_of("seed", rate, {0.1 * rate, 0.2 * rate}));
+    runs.push_back(run_of("continuous", rate, {0.05 * rate, 0.1 * rate}));
+  }
+  runs.push_back(run_of("seed", std::numeric_limits<double>::infinity(), {9.0}));
+  const auto svg = render_rate_svg(runs, "rate");
+  EXPECT_EQ(xml_problem(svg), "") << svg;
+  EXPECT_EQ(count_of(svg, "<polyline"), 4u);
+  EXPECT_EQ(count_of(svg, "<circle"), 12u);  // the burst run is left out
+  EXPECT_NE(svg.find("arrival rate (requests/s)"), std::string::npos);
+}
+
+TEST(bench_report, table_and_json_show_every_number) {
+  std::vector<run_summary> runs = {run_of("seed", 5, {0.5, 1.0}), run_of("continuous", 5, {0.2})};
+  runs[0].batch_size_mean = 3.5;
+  runs[0].padding_fraction = 0.25;
+  runs[0].executor_busy_ratio = 0.5;
+  const auto table = render_table(runs);
+  for (const char* row :
+       {"requests", "completed", "rejected", "failed", "wall time", "requests/s", "output tokens/s",
+        "TTFT", "TPOT", "ITL", "E2E", "mean batch size", "padding fraction", "executor busy ratio"})
+    EXPECT_NE(table.find(row), std::string::npos) << row;
+  EXPECT_NE(table.find("750.0 / 750.0 / 950.0 / 995.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("25.0%"), std::string::npos);
+  auto j = to_json(runs, {{"workload", "w.jsonl"}});
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["settings"]["workload"], "w.jsonl");
+  ASSERT_EQ(j["runs"].size(), 2u);
+  const auto& r = j["runs"][0];
+  EXPECT_EQ(r["name"], "seed");
+  EXPECT_EQ(r["requests"], 3);
+  EXPECT_EQ(r["completed"], 2);
+  EXPECT_EQ(r["rejected"], 1);
+  EXPECT_EQ(r["failed"], 0);
+  EXPECT_DOUBLE_EQ(r["e2e_s"]["p50"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(r["batch_size_mean"].get<double>(), 3.5);
+  EXPECT_TRUE(j["runs"][1]["batch_size_mean"].is_null());  // NaN
+  EXPECT_TRUE(j["runs"][1]["tpot_s"]["mean"].is_number());
+}
