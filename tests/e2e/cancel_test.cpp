@@ -38,9 +38,11 @@ TEST(e2e_cancel, client_leaving_mid_stream_frees_the_slot) {
   ASSERT_TRUE(next);
   EXPECT_EQ(next->status, 200u) << next->body;
   EXPECT_EQ(next->json()["usage"]["completion_tokens"], 8);
-  EXPECT_LT(waited, 1500ms) << "the slot was not freed when the client left";
+  // Alone, the rest of the long request would take longer (about 6 s unloaded).
+  EXPECT_LT(waited, 3s) << "the slot was not freed when the client left";
 
-  // The pipeline counts one cancelled and one finished request.
+  // The pipeline counts one cancelled and one finished request (the long one was not run to
+  // its end).
   std::string metrics;
   for (auto t1 = std::chrono::steady_clock::now();
        metric_value(metrics, R"(conveyor_requests_total{outcome="finished"})") != 1;) {

@@ -86,7 +86,7 @@ TEST(e2e_completions, sixty_four_concurrent_clients_get_their_solo_answers) {
                                          "Sam and his dog",        "There was a girl who"};
   std::vector<client_case> cases;
   for (int j = 0; j < 8; ++j)
-    for (const auto& p : prompts) cases.push_back({p, 16 + 7 * j + int(cases.size() % 5)});
+    for (const auto& p : prompts) cases.push_back({p, 8 + 4 * j + int(cases.size() % 3)});
   ASSERT_EQ(cases.size(), 64u);
 
   // Alone: one request at a time on one keep-alive connection.

@@ -138,9 +138,10 @@ TEST(e2e_errors, deadline_in_the_queue_gets_504) {
 }
 
 TEST(e2e_errors, draining_server_refuses_new_requests_and_finishes_running_ones) {
-  conveyor_process server{one_slot_args()};
+  // A drain long enough for the running request even on a loaded machine.
+  conveyor_process server{one_slot_args({"--set", "server.drain_timeout_s=60"})};
   ASSERT_TRUE(server.ok()) << server.error();
-  constexpr int tokens = 200;
+  constexpr int tokens = 100;
   auto running = open_stream(server.port(), stream_body(tokens));
   ASSERT_TRUE(running);
   // A keep-alive connection that is open before the drain stays open (idle) during it.
@@ -185,7 +186,7 @@ TEST(e2e_errors, draining_server_refuses_new_requests_and_finishes_running_ones)
   EXPECT_EQ(events.back(), "[DONE]");
   EXPECT_EQ(events[events.size() - 2]["usage"]["completion_tokens"], tokens);
   EXPECT_EQ(events[events.size() - 3]["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(server.wait(20s), 0) << server.log();
+  EXPECT_EQ(server.wait(60s), 0) << server.log();
 }
 
 }  // namespace
