@@ -113,8 +113,11 @@ TEST(e2e_errors, full_queue_gets_429_with_retry_after) {
   EXPECT_EQ(refused->header("retry-after"), "1");
   EXPECT_EQ(refused->json(), error_body("queue full: 1 requests waiting (max 1)",
                                         "rate_limit_error", nullptr, "rejected_queue_full"));
-  EXPECT_EQ(waiting.raw(), "") << "the waiting request answered early";
+  EXPECT_FALSE(waiting.read_until("HTTP/1.1", 100ms)) << "the waiting request answered early";
+  // When the running request's client leaves, the waiting one gets the slot.
   running->close();
+  EXPECT_TRUE(waiting.read_until("data: ", 10s)) << waiting.raw();
+  EXPECT_EQ(waiting.raw().rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << waiting.raw();
   waiting.close();
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
