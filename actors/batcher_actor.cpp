@@ -162,7 +162,12 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
     auto& st = self->state;
     auto it = st.executors.find(dm.source);
     if (it == st.executors.end()) return;
-    spdlog::error("executor {} lost: {}", it->second.report.name, caf::to_string(dm.reason));
+    // stop_pipeline stops the executors and the batcher at once: an executor that goes first
+    // was stopped, not lost.
+    if (dm.reason == caf::exit_reason::user_shutdown)
+      spdlog::info("executor {} stopped", it->second.report.name);
+    else
+      spdlog::error("executor {} lost: {}", it->second.report.name, caf::to_string(dm.reason));
     // Its requests have streamed to their sinks; they cannot resume elsewhere unseen.
     std::vector<request_id> lost;
     for (auto& [id, l] : st.live)
