@@ -20,6 +20,22 @@ double sampler::uniform() {
 
 int32_t sampler::sample(const float* logits, int32_t vocab) {
   if (params_.temperature <= 0.0f) return argmax(logits, vocab);
+  if (params_.top_k <= 0 && params_.top_p >= 1.0f) {
+    // Plain temperature sampling needs no ordering: one pass for the maximum, one for the
+    // weights, one to find where the draw falls.
+    const float top = logits[argmax(logits, vocab)];
+    const double inv_t = 1.0 / params_.temperature;
+    probs_.resize(size_t(vocab));
+    double total = 0.0;
+    for (int32_t i = 0; i < vocab; ++i) total += probs_[i] = std::exp((logits[i] - top) * inv_t);
+    const double r = uniform() * total;
+    double acc = 0.0;
+    for (int32_t i = 0; i < vocab; ++i) {
+      acc += probs_[i];
+      if (r < acc) return i;
+    }
+    return vocab - 1;
+  }
   // Candidates sorted by logit, most likely first (index breaks ties, for determinism).
   candidates_.resize(static_cast<size_t>(vocab));
   for (int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
