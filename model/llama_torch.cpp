@@ -1,12 +1,31 @@
 // The Llama network in libtorch: RMSNorm, rotary embedding, grouped-query attention, SwiGLU,
 // over a KV cache reserved once. The only file of model/ that includes torch for the network.
+//
+// Devices: "cpu" always; "cuda" / "cuda:N" when libtorch has CUDA (CONVEYOR_WITH_CUDA). On a GPU
+// the weights, the KV cache and the workspace live on the device; the small per-step index
+// tensors (tokens, positions, cache rows, slots, mask) are written into pinned host buffers and
+// copied non_blocking, and the logits come back into a pinned host buffer. With
+// CONVEYOR_CUDA_GRAPHS the decode step of each batch-size bucket is captured once as a CUDA graph
+// and replayed. The CUDA paths are compiled only against a CUDA libtorch.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
+
+#include <map>
+#include <memory>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+
+#if defined(CONVEYOR_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#if defined(CONVEYOR_CUDA_GRAPHS)
+#include <ATen/cuda/CUDAGraph.h>
+#endif
+#endif
 
 #include "model/causal_lm.hpp"
 
@@ -15,6 +34,13 @@ namespace conveyor::model {
 namespace {
 
 constexpr float rms_eps = 1e-5f;
+
+/// "cpu", "cuda" (the first GPU) or "cuda:N".
+at::Device parse_device(const std::string& name) {
+  at::Device dev{name};
+  if (dev.is_cuda() && !dev.has_index()) dev.set_index(0);
+  return dev;
+}
 
 at::Tensor from_floats(const float* data, std::vector<int64_t> sizes) {
   return at::from_blob(const_cast<float*>(data), sizes, at::kFloat).clone();
@@ -37,7 +63,8 @@ class llama_torch final : public causal_lm {
         slots_(opt.slots),
         context_(context),
         synthetic_(w.synthetic),
-        device_(opt.device) {
+        device_(opt.device),
+        dev_(parse_device(opt.device)) {
     c10::InferenceMode guard;
     const auto& s = shape_;
     const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
@@ -101,6 +128,16 @@ class llama_torch final : public causal_lm {
     ws_probs_ = at::empty_like(ws_scores_);
     ws_mask_ = at::empty({int64_t{slots_} * context_});
     ws_slots_ = at::empty({slots_}, at::kLong);
+    // On the CPU the host buffers are the workspace itself; on a GPU everything moves to the device
+    // and the host side gets pinned staging buffers.
+    h_tokens_ = ws_tokens_;
+    h_positions_ = ws_positions_;
+    h_cache_rows_ = ws_cache_rows_;
+    h_last_ = ws_last_;
+    h_slots_ = ws_slots_;
+    h_mask_ = ws_mask_;
+    h_logits_ = ws_logits_;
+    if (dev_.is_cuda()) move_to_device();
   }
 
   const llama_shape& shape() const override { return shape_; }
@@ -135,16 +172,19 @@ class llama_torch final : public causal_lm {
       prefill_pass(items, first, last, tokens);
       first = last;
     }
-    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(items.size()), shape_.vocab_size};
+    return download(static_cast<int64_t>(items.size()));
   }
 
   logits_view decode(const std::vector<decode_item>& items) override {
     c10::InferenceMode guard;
     const int64_t n = static_cast<int64_t>(items.size());
-    auto* tok = ws_tokens_.data_ptr<int64_t>();
-    auto* pos = ws_positions_.data_ptr<int64_t>();
-    auto* last = ws_last_.data_ptr<int64_t>();
-    auto* slot = ws_slots_.data_ptr<int64_t>();
+#if defined(CONVEYOR_CUDA_GRAPHS)
+    if (dev_.is_cuda()) return decode_graph(items);
+#endif
+    auto* tok = h_tokens_.data_ptr<int64_t>();
+    auto* pos = h_positions_.data_ptr<int64_t>();
+    auto* last = h_last_.data_ptr<int64_t>();
+    auto* slot = h_slots_.data_ptr<int64_t>();
     int64_t span = 0;
     for (int64_t i = 0; i < n; ++i) {
       tok[i] = items[i].token;
@@ -155,33 +195,35 @@ class llama_torch final : public causal_lm {
     }
     fill_cache_rows(n, [&](int64_t i) { return items[i].slot; });
     // Mask: row i may read positions 0..position_i.
-    auto mask = ws_mask_.narrow(0, 0, n * span).view({n, span});
-    auto* m = mask.data_ptr<float>();
+    auto* m = h_mask_.data_ptr<float>();
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < span; ++j) m[i * span + j] = j <= pos[i] ? 0.0f : neg_inf;
+    upload(n, n, n * span);
+    auto mask = ws_mask_.narrow(0, 0, n * span).view({n, span});
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       decode_attention(layer, n, span, q, mask, out);
     });
     final_logits(n, 0);
-    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(n), shape_.vocab_size};
+    return download(n);
   }
 
  private:
   template <class SlotOf>
   void fill_cache_rows(int64_t n, SlotOf slot_of) {
     const int64_t kvh = shape_.n_kv_heads;
-    auto* rows = ws_cache_rows_.data_ptr<int64_t>();
-    const auto* pos = ws_positions_.data_ptr<int64_t>();
+    auto* rows = h_cache_rows_.data_ptr<int64_t>();
+    const auto* pos = h_positions_.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t kh = 0; kh < kvh; ++kh)
         rows[i * kvh + kh] = (slot_of(i) * kvh + kh) * context_ + pos[i];
   }
 
   void prefill_pass(const std::vector<prefill_item>& items, size_t first, size_t last, int64_t n) {
-    auto* tok = ws_tokens_.data_ptr<int64_t>();
-    auto* pos = ws_positions_.data_ptr<int64_t>();
-    auto* lastrow = ws_last_.data_ptr<int64_t>();
+    wait_for_device();  // the previous pass may still read the staging buffers
+    auto* tok = h_tokens_.data_ptr<int64_t>();
+    auto* pos = h_positions_.data_ptr<int64_t>();
+    auto* lastrow = h_last_.data_ptr<int64_t>();
     std::vector<int64_t> item_of(static_cast<size_t>(n));
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
@@ -195,6 +237,7 @@ class llama_torch final : public causal_lm {
       lastrow[i - first] = row - it.count + at;
     }
     fill_cache_rows(n, [&](int64_t r) { return items[item_of[r]].slot; });
+    upload(n, static_cast<int64_t>(last - first), 0);
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       int64_t offset = 0;
       for (size_t i = first; i < last; ++i) {
@@ -299,7 +342,8 @@ class llama_torch final : public causal_lm {
     auto values = v_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
     auto scores = at::bmm(qi, keys.transpose(1, 2)).mul_(1.0 / std::sqrt(double(hs)));
     // Query i (position start+i) reads positions 0..start+i.
-    auto causal = at::ones({t, span}, at::kBool).triu_(it.start + 1);
+    auto causal =
+        at::ones({t, span}, at::TensorOptions().dtype(at::kBool).device(dev_)).triu_(it.start + 1);
     scores.view({kvh, g, t, span}).masked_fill_(causal, -std::numeric_limits<float>::infinity());
     auto probs = at::_softmax(scores, -1, false);
     auto o = at::bmm(probs, values);  // [kvh, g*t, hs]
@@ -330,11 +374,143 @@ class llama_torch final : public causal_lm {
     at::bmm_out(att, probs, vg.view({n * kvh, span, hs}));
   }
 
+  // -- devices
+  // -------------------------------------------------------------------------------------
+
+  /// Moves weights, KV cache and workspace to dev_; the host gets pinned staging buffers.
+  void move_to_device() {
+#if defined(CONVEYOR_WITH_CUDA)
+    c10::cuda::CUDAGuard guard{dev_};
+    auto to_dev = [&](at::Tensor& t) { t = t.to(dev_); };
+    for (auto* t : {&embedding_, &rms_final_, &wcls_t_, &cos_, &sin_, &k_cache_, &v_cache_})
+      to_dev(*t);
+    for (auto& lw : layers_)
+      for (auto* t : {&lw.rms_att, &lw.wqkv_t, &lw.wo_t, &lw.rms_ffn, &lw.w13_t, &lw.w2_t})
+        to_dev(*t);
+    auto pinned = [](const at::Tensor& like) {
+      return at::empty(like.sizes(), like.options().pinned_memory(true));
+    };
+    h_tokens_ = pinned(ws_tokens_);
+    h_positions_ = pinned(ws_positions_);
+    h_cache_rows_ = pinned(ws_cache_rows_);
+    h_last_ = pinned(ws_last_);
+    h_slots_ = pinned(ws_slots_);
+    h_mask_ = pinned(ws_mask_);
+    h_logits_ = pinned(ws_logits_);
+    for (auto* t :
+         {&ws_tokens_, &ws_positions_, &ws_cache_rows_, &ws_x_,    &ws_xb_,   &ws_sq_,     &ws_ms_,
+          &ws_qkv_,    &ws_q_,         &ws_k_,          &ws_cos_,  &ws_sin_,  &ws_att_,    &ws_h_,
+          &ws_hb_,     &ws_last_,      &ws_xf_,         &ws_xfn_,  &ws_msf_,  &ws_logits_, &ws_kg_,
+          &ws_vg_,     &ws_scores_,    &ws_probs_,      &ws_mask_, &ws_slots_})
+      to_dev(*t);
+    at::cuda::getCurrentCUDAStream(dev_.index()).synchronize();
+#else
+    throw std::runtime_error("device " + device_ + " needs a CUDA build of libtorch");
+#endif
+  }
+
+  /// Copies the first `rows` tokens/positions (and their cache rows), `outputs` logit rows and
+  /// slots, and `mask` mask elements from the host buffers to the device (nothing on the CPU).
+  void upload(int64_t rows, int64_t outputs, int64_t mask) {
+    if (!dev_.is_cuda()) return;
+    auto copy = [](at::Tensor& dst, const at::Tensor& src, int64_t count) {
+      if (count > 0) dst.narrow(0, 0, count).copy_(src.narrow(0, 0, count), /*non_blocking=*/true);
+    };
+    copy(ws_tokens_, h_tokens_, rows);
+    copy(ws_positions_, h_positions_, rows);
+    copy(ws_cache_rows_, h_cache_rows_, rows * shape_.n_kv_heads);
+    copy(ws_last_, h_last_, outputs);
+    copy(ws_slots_, h_slots_, std::min<int64_t>(outputs, slots_));
+    copy(ws_mask_, h_mask_, mask);
+  }
+
+  /// The first `rows` rows of logits, readable on the host (a blocking copy on a GPU).
+  logits_view download(int64_t rows) {
+    if (dev_.is_cuda()) h_logits_.narrow(0, 0, rows).copy_(ws_logits_.narrow(0, 0, rows));
+    return {h_logits_.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
+  }
+
+  /// Waits until the device finished what was queued (nothing to wait for on the CPU).
+  void wait_for_device() {
+#if defined(CONVEYOR_WITH_CUDA)
+    if (dev_.is_cuda()) at::cuda::getCurrentCUDAStream(dev_.index()).synchronize();
+#endif
+  }
+
+#if defined(CONVEYOR_CUDA_GRAPHS)
+  // -- CUDA graphs of the decode step ----------------------------------------------------------
+  //
+  // A graph needs fixed shapes: a batch of n runs as the bucket b >= n (1, 2, 4, ... capped at
+  // slots_), its extra rows repeating item 0 (they write the same key and value to the same cache
+  // row again, and their logits are ignored), and attention spans the whole context under the
+  // mask. A bucket is captured on first use (the warm-up run computes that step) and replayed.
+
+  static int64_t bucket_of(int64_t n, int64_t slots) {
+    int64_t b = 1;
+    while (b < n) b *= 2;
+    return std::min(b, slots);
+  }
+
+  logits_view decode_graph(const std::vector<decode_item>& items) {
+    c10::cuda::CUDAGuard guard{dev_};
+    const int64_t n = static_cast<int64_t>(items.size());
+    const int64_t b = bucket_of(n, slots_);
+    const int64_t span = context_;
+    auto* tok = h_tokens_.data_ptr<int64_t>();
+    auto* pos = h_positions_.data_ptr<int64_t>();
+    auto* last = h_last_.data_ptr<int64_t>();
+    auto* slot = h_slots_.data_ptr<int64_t>();
+    auto* m = h_mask_.data_ptr<float>();
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    wait_for_device();  // the previous replay may still read the staging buffers
+    for (int64_t i = 0; i < b; ++i) {
+      // Padding repeats item 0: it writes the same key and value to the same cache row again.
+      const auto& it = items[size_t(i < n ? i : 0)];
+      tok[i] = it.token;
+      pos[i] = it.position;
+      slot[i] = it.slot;
+      last[i] = i;
+      for (int64_t j = 0; j < span; ++j) m[i * span + j] = j <= it.position ? 0.0f : neg_inf;
+    }
+    fill_cache_rows(b, [&](int64_t i) { return items[size_t(i < n ? i : 0)].slot; });
+    upload(b, b, b * span);
+    auto& graph = graphs_[b];
+    if (!graph) {
+      // Warm up on a side stream (cuBLAS handles, allocator), then capture.
+      auto side = at::cuda::getStreamFromPool(false, dev_.index());
+      side.wait_stream(at::cuda::getCurrentCUDAStream(dev_.index()));
+      {
+        c10::cuda::CUDAStreamGuard sg{side};
+        decode_body(b, span);
+        graph = std::make_unique<at::cuda::CUDAGraph>();
+        graph->capture_begin();
+        decode_body(b, span);
+        graph->capture_end();
+      }
+      at::cuda::getCurrentCUDAStream(dev_.index()).wait_stream(side);
+    } else {
+      graph->replay();
+    }
+    return download(n);
+  }
+
+  void decode_body(int64_t b, int64_t span) {
+    auto mask = ws_mask_.narrow(0, 0, b * span).view({b, span});
+    forward(b, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
+      decode_attention(layer, b, span, q, mask, out);
+    });
+    final_logits(b, 0);
+  }
+
+  std::map<int64_t, std::unique_ptr<at::cuda::CUDAGraph>> graphs_;
+#endif
+
   llama_shape shape_;
   int32_t slots_;
   int32_t context_;
   bool synthetic_;
   std::string device_;
+  at::Device dev_;
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   at::Tensor embedding_, rms_final_, wcls_t_, cos_, sin_, k_cache_, v_cache_;
@@ -342,6 +518,9 @@ class llama_torch final : public causal_lm {
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_sq_, ws_ms_, ws_qkv_,
       ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_msf_,
       ws_logits_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_, ws_slots_;
+  // Host side of the per-step inputs and of the logits: the ws_ tensors themselves on the CPU,
+  // pinned copies on a GPU.
+  at::Tensor h_tokens_, h_positions_, h_cache_rows_, h_last_, h_slots_, h_mask_, h_logits_;
 };
 
 }  // namespace
@@ -364,9 +543,19 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
                                           std::to_string(options.context));
   if (options.max_batched_tokens < 1)
     return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
-  if (options.device != "cpu")
+  if (options.device != "cpu") {
+#if defined(CONVEYOR_WITH_CUDA)
+    // "cuda" is the first GPU, "cuda:N" the N-th; at::Device parses both.
+    const at::Device dev = parse_device(options.device);
+    if (!at::hasCUDA() || dev.index() >= int(at::getNumGPUs()))
+      return make_error(ec::bad_config, "device '" + options.device + "' is not available: " +
+                                            std::to_string(at::getNumGPUs()) +
+                                            " CUDA device(s) visible");
+#else
     return make_error(ec::bad_config, "device '" + options.device +
                                           "' is not available: this libtorch build has no CUDA");
+#endif
+  }
   try {
     std::unique_ptr<causal_lm> result = std::make_unique<llama_torch>(weights, options, context);
     return result;
