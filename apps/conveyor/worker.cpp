@@ -13,6 +13,7 @@
 #include "actors/metrics_actor.hpp"
 #include "actors/remote_connector.hpp"
 #include "actors/spawn.hpp"
+#include "actors/worker_actor.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
 #include "pipeline/message_types.hpp"
@@ -25,21 +26,6 @@ struct worker_flags {
   config_flags config;
   std::string listen = "127.0.0.1:7000";
 };
-
-/// The published actor: it hands a server's batcher to every executor of this worker.
-worker_actor::behavior_type worker(worker_actor::pointer self, std::vector<executor_actor> execs) {
-  return {
-      [=](atom::attach, const batcher_actor& batcher) -> int32_t {
-        // A later attach (a restarted server) replaces the earlier batcher; the executors end
-        // what the old one gave them.
-        spdlog::info("worker: batcher {} attached; {} executor(s) pull from it",
-                     caf::to_string(batcher.address()), execs.size());
-        for (const auto& e : execs)
-          self->send(e, atom::attach::value, caf::actor_cast<caf::actor>(batcher));
-        return int32_t(execs.size());
-      },
-  };
-}
 
 int run_worker(const worker_flags& flags) {
   auto cfg = flags.config.load();
@@ -84,7 +70,7 @@ int run_worker(const worker_flags& flags) {
     caf::anon_send_exit(metrics, caf::exit_reason::user_shutdown);
     return 1;
   }
-  auto published = system.spawn(worker, group->executors);
+  auto published = spawn_worker_front(system, group->executors);
   auto bound = system.middleman().publish(published, port, host.c_str(), true);
   if (!bound) {
     std::fprintf(stderr, "conveyor worker: cannot listen on %s: %s\n", flags.listen.c_str(),
