@@ -10,6 +10,7 @@
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/metrics_actor.hpp"
+#include "actors/remote_connector.hpp"
 #include "actors/spawn.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/tokenizer.hpp"
@@ -223,3 +224,16 @@ TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_on
 }
 
 }  // namespace
+
+TEST(remote_connector, parses_host_and_port) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(parse_host_port("127.0.0.1:7001", host, port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 7001);
+  EXPECT_TRUE(parse_host_port("[::1]:80", host, port));
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 80);
+  for (const char* bad : {"host", "host:", ":80", "host:0", "host:65536", "host:8o"})
+    EXPECT_FALSE(parse_host_port(bad, host, port)) << bad;
+}
