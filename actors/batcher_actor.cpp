@@ -1,6 +1,7 @@
 // The batcher actor: it owns every request from arrival until an executor ends it.
 #include "actors/batcher_actor.hpp"
 
+#include <optional>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -18,6 +19,13 @@ struct live_request {
   stage where = stage::tokenizing;
   bool cancel_requested = false;
   executor_actor executor;
+  /// While running: the request as it was sent, to run it again elsewhere if its executor is
+  /// lost before it streamed anything (one copy of the prompt per running request).
+  std::optional<sequence_request> sent;
+  /// The executor said it streams this request (`started`): it cannot run again unseen.
+  bool started = false;
+  /// When the request arrived (for the result of a request that ends here).
+  stamp arrival = 0;
 };
 
 struct executor_entry {
@@ -97,6 +105,8 @@ void dispatch(batcher_pointer self) {
       auto& l = st.live[req.id];
       l.where = stage::running;
       l.executor = e.handle;
+      l.sent = req;
+      l.started = false;
       items.push_back(work_item{std::move(req), l.sink});
     }
     e.sent += items.size();
@@ -162,21 +172,53 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
     auto& st = self->state;
     auto it = st.executors.find(dm.source);
     if (it == st.executors.end()) return;
+    const std::string name = it->second.report.name;
+    st.executors.erase(it);
     // stop_pipeline stops the executors and the batcher at once: an executor that goes first
     // was stopped, not lost.
     if (dm.reason == caf::exit_reason::user_shutdown)
-      spdlog::info("executor {} stopped", it->second.report.name);
+      spdlog::info("executor {} stopped", name);
     else
-      spdlog::error("executor {} lost: {}", it->second.report.name, caf::to_string(dm.reason));
-    // Its requests have streamed to their sinks; they cannot resume elsewhere unseen.
+      spdlog::error("executor {} lost: {}", name, caf::to_string(dm.reason));
+    // Its requests that streamed nothing run again from the start (their sinks heard nothing);
+    // the others fail: their sinks heard part of an answer that cannot resume elsewhere unseen.
     std::vector<request_id> lost;
     for (auto& [id, l] : st.live)
       if (l.where == stage::running && l.executor.address() == dm.source) lost.push_back(id);
-    for (auto id : lost)
-      end_here(self, id, outcome::failed, ec::executor_lost,
-               "executor " + it->second.report.name + " was lost", request_times{now_stamp()}, 0);
-    st.executors.erase(it);
-    flush_timings(self);
+    size_t requeued = 0;
+    for (auto id : lost) {
+      auto& l = st.live[id];
+      request_times times;
+      times.arrival = l.arrival;
+      if (l.cancel_requested) {
+        end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled", times, 0);
+        continue;
+      }
+      if (l.started || !l.sent) {
+        end_here(self, id, outcome::failed, ec::executor_lost,
+                 "executor " + name + " was lost after the request had started streaming", times,
+                 0);
+        continue;
+      }
+      sequence_request req = std::move(*l.sent);
+      l.sent.reset();
+      l.executor = nullptr;
+      const auto sent_times = req.times;
+      const auto prompt_tokens = int32_t(req.prompt.size());
+      req.times.admitted = 0;
+      req.times.first_token = 0;
+      if (auto full = st.queue->push(std::move(req))) {
+        end_here(self, id, outcome::failed, ec::executor_lost,
+                 "executor " + name + " was lost and the queue has no room to run it again",
+                 sent_times, prompt_tokens);
+        continue;
+      }
+      l.where = stage::waiting;
+      ++requeued;
+    }
+    spdlog::error("executor {} lost ({}): {} running request(s) queued again, {} failed", name,
+                  caf::to_string(dm.reason), requeued, lost.size() - requeued);
+    dispatch(self);
   });
   return {
       [=](atom::generate, generate_request& req, sink_actor& sink) -> request_id {
@@ -192,7 +234,10 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
                                  "request id " + std::to_string(id) + " is already in use", times));
           return id;
         }
-        st.live.emplace(id, live_request{sink, stage::tokenizing, false, {}});
+        live_request fresh;
+        fresh.sink = sink;
+        fresh.arrival = req.arrival;
+        st.live.emplace(id, std::move(fresh));
         auto reject = [&](ec code, std::string message) {
           end_here(self, id, outcome::rejected, code, std::move(message), times, 0);
           flush_timings(self);
@@ -240,6 +285,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
             }
             break;
           case stage::running:
+            it->second.cancel_requested = true;
             self->send(it->second.executor, atom::cancel::value, id);
             break;
         }
@@ -282,6 +328,13 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
         dispatch(self);
       },
       [=](atom::done, request_id id, outcome) { self->state.live.erase(id); },
+      [=](atom::started, request_id id) {
+        auto& st = self->state;
+        if (auto it = st.live.find(id); it != st.live.end()) {
+          it->second.started = true;
+          it->second.sent.reset();  // it cannot run again: no need to keep its prompt
+        }
+      },
       [=](atom::wakeup, uint64_t generation) {
         auto& st = self->state;
         if (generation != st.timer_generation) return;

@@ -16,7 +16,12 @@ struct executor_state {
   std::shared_ptr<pipeline::executor_core> core;
   batcher_actor batcher;
   metrics_actor metrics;
-  std::unordered_map<request_id, sink_actor> sinks;
+  /// Where each running request's output goes, and whether it has streamed anything yet.
+  struct running_request {
+    sink_actor sink;
+    bool started = false;
+  };
+  std::unordered_map<request_id, running_request> sinks;
   bool step_scheduled = false;
   bool draining = false;
   uint64_t received = 0;
@@ -44,15 +49,22 @@ void deliver(executor_pointer self, pipeline::step_output& out) {
   auto& st = self->state;
   for (auto& chunk : out.chunks) {
     auto it = st.sinks.find(chunk.id);
-    if (it != st.sinks.end()) self->send(it->second, std::move(chunk));
+    if (it == st.sinks.end()) continue;
+    // The batcher hears `started` before the sink hears the first chunk (same sender, and over
+    // the network the same connection), so a request it re-queues has streamed nothing.
+    if (!it->second.started) {
+      it->second.started = true;
+      if (st.batcher) self->send(st.batcher, atom::started::value, chunk.id);
+    }
+    self->send(it->second.sink, std::move(chunk));
   }
   for (auto& result : out.results) {
     auto it = st.sinks.find(result.id);
     if (it == st.sinks.end()) continue;
     const auto id = result.id;
     const auto how = result.how;
-    self->send(it->second, std::move(result));
-    self->send(st.batcher, atom::done::value, id, how);
+    self->send(it->second.sink, std::move(result));
+    if (st.batcher) self->send(st.batcher, atom::done::value, id, how);
     st.sinks.erase(it);
   }
   for (auto& t : out.request_timings) st.timings.requests.push_back(std::move(t));
@@ -62,7 +74,7 @@ void deliver(executor_pointer self, pipeline::step_output& out) {
 
 void report(executor_pointer self) {
   auto& st = self->state;
-  if (st.draining) return;
+  if (st.draining || !st.batcher) return;
   const int32_t free = st.core->free_slots();
   const int32_t active = st.core->active();
   if (free == st.reported_free && active == st.reported_active) return;
@@ -71,6 +83,20 @@ void report(executor_pointer self) {
   self->send(st.batcher, atom::pull::value, executor_actor{self},
              executor_report{free, active, st.received, st.core->name()});
   self->send(st.metrics, atom::gauge::value, "running:" + st.core->name(), double(active));
+}
+
+/// Ends every running request (their sinks hear `message`) and forgets the batcher's bookkeeping.
+/// A lost batcher hears nothing (what it gave this executor is its to re-queue or fail, and its
+/// sinks are gone with it); a batcher left for another hears `done` as usual.
+void abandon_all(executor_pointer self, const std::string& message, bool batcher_lost) {
+  auto& st = self->state;
+  pipeline::step_output out;
+  st.core->abort_all(outcome::failed, ec::executor_lost, message, out);
+  if (batcher_lost) st.batcher = nullptr;
+  deliver(self, out);
+  st.received = 0;
+  st.reported_free = -1;
+  st.reported_active = -1;
 }
 
 void schedule_step(executor_pointer self) {
@@ -92,7 +118,17 @@ executor_actor::behavior_type executor(executor_pointer self,
   st.timings.started.push_back(
       pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
   flush_timings(self, true);
+  if (st.batcher) self->monitor(st.batcher);
   report(self);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (!st.batcher || dm.source != st.batcher.address()) return;
+    spdlog::warn(
+        "executor {}: batcher lost ({}); ending {} running request(s), waiting for an "
+        "attach",
+        st.core->name(), caf::to_string(dm.reason), st.sinks.size());
+    abandon_all(self, "the batcher was lost", true);
+  });
   return {
       [=](atom::work, std::vector<work_item>& items, bool static_batch) {
         auto& st = self->state;
@@ -100,7 +136,7 @@ executor_actor::behavior_type executor(executor_pointer self,
         std::vector<sequence_request> requests;
         requests.reserve(items.size());
         for (auto& item : items) {
-          st.sinks[item.request.id] = std::move(item.sink);
+          st.sinks[item.request.id] = executor_state::running_request{std::move(item.sink), false};
           requests.push_back(std::move(item.request));
         }
         pipeline::step_output out;
@@ -134,6 +170,21 @@ executor_actor::behavior_type executor(executor_pointer self,
         st.core->abort_all(outcome::failed, ec::shutting_down, message, out);
         deliver(self, out);
         flush_timings(self, true);
+      },
+      [=](atom::attach, caf::actor& batcher) {
+        auto& st = self->state;
+        auto next = caf::actor_cast<batcher_actor>(batcher);
+        if (st.batcher == next) return;
+        if (st.batcher) {
+          self->demonitor(st.batcher.address());
+          abandon_all(self, "the executor moved to another batcher", false);
+        }
+        spdlog::info("executor {}: attached to batcher {}", st.core->name(),
+                     caf::to_string(batcher.address()));
+        st.batcher = std::move(next);
+        st.draining = false;
+        self->monitor(st.batcher);
+        report(self);
       },
   };
 }

@@ -10,8 +10,11 @@
 #include "actors/batcher_actor.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/metrics_actor.hpp"
+#include "actors/remote_connector.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "gpu/devices.hpp"
 #include "model/causal_lm.hpp"
+#include "model/tokenizer.hpp"
 
 namespace conveyor {
 
@@ -23,26 +26,45 @@ int64_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
 }
 
-}  // namespace
+/// The tokenizer and the shape of the model of `cfg`, checked against each other.
+struct model_files {
+  std::string model_spec;
+  std::shared_ptr<const model::tokenizer> tokenizer;
+  int32_t seq_len = 0;
+};
 
-expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg) {
-  if (auto err = config::validate(cfg)) return err;
-  const std::string model_spec = model::resolve_path(cfg.model.path);
-  const std::string tokenizer_file = model::resolve_path(
-      cfg.model.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : cfg.model.tokenizer);
+expected<model_files> open_model(const config::pipeline& cfg) {
+  model_files out;
+  out.model_spec = model::resolve_path(cfg.model.path);
+  const std::string tokenizer_file =
+      model::resolve_path(cfg.model.tokenizer.empty() ? model::default_tokenizer_for(out.model_spec)
+                                                      : cfg.model.tokenizer);
   auto tokenizer = model::load_tokenizer(tokenizer_file);
   if (!tokenizer) return tokenizer.error();
-  auto shape = model::shape_of(model_spec);
+  auto shape = model::shape_of(out.model_spec);
   if (!shape) return shape.error();
-  if (shape->vocab_size != (*tokenizer)->vocab_size() && model_spec != "trivial")
+  if (shape->vocab_size != (*tokenizer)->vocab_size() && out.model_spec != "trivial")
     return make_error(ec::bad_config, "tokenizer " + tokenizer_file + " has " +
                                           std::to_string((*tokenizer)->vocab_size()) +
-                                          " tokens but model " + model_spec + " has " +
+                                          " tokens but model " + out.model_spec + " has " +
                                           std::to_string(shape->vocab_size));
-  auto executors = config::resolve_executors(cfg, 0);
+  out.tokenizer = std::move(*tokenizer);
+  out.seq_len = shape->seq_len;
+  return out;
+}
+
+expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
+                                         const model_files& files, metrics_actor metrics,
+                                         const std::string& name_prefix) {
+  auto shape = model::shape_of(files.model_spec);
+  if (!shape) return shape.error();
+  const size_t gpus = cfg.auto_executors ? gpu::visible_gpus() : 0;
+  if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices());
+  auto executors = config::resolve_executors(cfg, gpus);
   // Every KV cache is reserved at start: check that they fit before allocating any.
   int64_t kv_total = 0;
   for (const auto& e : executors) {
+    if (e.device != "cpu") continue;  // GPU memory is checked by the model when it allocates
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
     kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context);
   }
@@ -53,7 +75,8 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
                           "context x layers x kv_dim x 2 x 4 bytes over all executors) but the " +
                           "machine has " + std::to_string(memory >> 20) + " MiB");
   std::vector<std::unique_ptr<pipeline::executor_core>> cores;
-  int32_t context = 0;
+  executor_group group;
+  group.model_name = config::served_name(cfg.model);
   for (size_t i = 0; i < executors.size(); ++i) {
     const auto& e = executors[i];
     model::runtime_options opt;
@@ -62,20 +85,56 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
     opt.max_batched_tokens = int32_t(e.max_batched_tokens);
     opt.device = e.device;
     opt.seed = uint64_t(cfg.model.seed);
-    auto m = model::load_model(model_spec, opt);
+    auto m = model::load_model(files.model_spec, opt);
     if (!m) return m.error();
-    const std::string name = e.device + ":" + std::to_string(i);
+    const std::string name = name_prefix + e.device + ":" + std::to_string(i);
     spdlog::info("executor {}: {}", name, (*m)->describe());
-    context = context == 0 ? (*m)->context() : std::min(context, (*m)->context());
-    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), *tokenizer);
+    group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
+    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);
     core->set_max_batched_tokens(int32_t(e.max_batched_tokens));
     cores.push_back(std::move(core));
   }
+  const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  for (size_t i = 0; i < cores.size(); ++i) {
+    int32_t threads = int32_t(executors[i].threads);
+    if (threads == 0) threads = std::max(1, cores_available / int32_t(cores.size()));
+    group.executors.push_back(
+        spawn_executor(system, std::move(cores[i]), threads, batcher_actor{}, metrics));
+  }
+  return group;
+}
+
+}  // namespace
+
+expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
+                                         metrics_actor metrics, const std::string& name_prefix) {
+  if (auto err = config::validate(cfg)) return err;
+  auto files = open_model(cfg);
+  if (!files) return files.error();
+  return spawn_executors(system, cfg, *files, std::move(metrics), name_prefix);
+}
+
+expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg) {
+  if (auto err = config::validate(cfg)) return err;
+  if (!cfg.cluster.remote.empty() && !system.has_middleman())
+    return make_error(ec::bad_config,
+                      "cluster.remote lists workers but the actor system has no middleman: "
+                      "load<caf::io::middleman>() and add_message_types() in its config");
+  auto files = open_model(cfg);
+  if (!files) return files.error();
   pipeline_handle h;
-  h.model_name = config::served_name(cfg.model);
-  h.context = context;
   h.metrics = spawn_metrics(system, cfg.metrics.enabled ? double(cfg.metrics.interval_s) : 0.0);
-  h.tokenizers = spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), *tokenizer, context);
+  auto group = spawn_executors(system, cfg, *files, h.metrics, "");
+  if (!group) {
+    caf::anon_send_exit(h.metrics, caf::exit_reason::user_shutdown);
+    return group.error();
+  }
+  h.model_name = group->model_name;
+  // Without local executors the model's own context bounds prompts (workers should match it).
+  h.context = group->context != 0 ? group->context : files->seq_len;
+  h.executors = std::move(group->executors);
+  h.tokenizers =
+      spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer, h.context);
   batcher_settings bs;
   auto policy = pipeline::parse_policy(cfg.batcher.policy);
   bs.options.policy = policy ? *policy : pipeline::policy_kind::continuous;
@@ -88,19 +147,20 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   bs.default_timeout_s = double(cfg.batcher.default_timeout_s);
   auto batcher = spawn_batcher(system, bs, h.tokenizers, h.metrics);
   h.front = batcher;
-  const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
-  for (size_t i = 0; i < cores.size(); ++i) {
-    int32_t threads = int32_t(executors[i].threads);
-    if (threads == 0) threads = std::max(1, cores_available / int32_t(cores.size()));
-    h.executors.push_back(spawn_executor(system, std::move(cores[i]), threads, batcher, h.metrics));
-  }
-  spdlog::info("pipeline: policy {}, {} executor(s), {} tokenizer worker(s); {}",
-               pipeline::to_string(bs.options.policy), h.executors.size(), cfg.tokenizer.workers,
-               model::compute_backend_description());
+  for (const auto& e : h.executors)
+    caf::anon_send(e, atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+  for (const auto& address : cfg.cluster.remote)
+    h.connectors.push_back(spawn_remote_connector(system, address, batcher));
+  spdlog::info(
+      "pipeline: policy {}, {} local executor(s), {} remote worker(s), {} tokenizer "
+      "worker(s); {}",
+      pipeline::to_string(bs.options.policy), h.executors.size(), cfg.cluster.remote.size(),
+      cfg.tokenizer.workers, model::compute_backend_description());
   return h;
 }
 
 void stop_pipeline(const pipeline_handle& h) {
+  for (const auto& c : h.connectors) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   for (const auto& e : h.executors) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.front, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tokenizers, caf::exit_reason::user_shutdown);

@@ -21,6 +21,8 @@ struct pipeline_handle {
   std::vector<executor_actor> executors;
   /// The pool of tokenizer workers.
   caf::actor tokenizers;
+  /// One connector per `cluster.remote` worker (see remote_connector.hpp).
+  std::vector<caf::actor> connectors;
   /// The served model's name ("stories260K").
   std::string model_name;
   /// Tokens per sequence (prompt plus generated), the smallest over the executors.
@@ -28,8 +30,26 @@ struct pipeline_handle {
 };
 
 /// Loads the model on every executor of `cfg`, spawns tokenizers, batcher, executors and metrics,
-/// and wires them. Errors (a bad model file, a KV cache that does not fit) name the problem.
+/// and wires them; with `cluster.remote`, also one connector per worker (the actor system must
+/// load the middleman and register `add_message_types`). Errors (a bad model file, a KV cache that
+/// does not fit) name the problem.
 expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg);
+
+/// The local executors of a configuration, spawned and not yet attached to any batcher.
+struct executor_group {
+  std::vector<executor_actor> executors;
+  /// Tokens per sequence, the smallest over the executors.
+  int32_t context = 0;
+  /// The served model's name.
+  std::string model_name;
+};
+
+/// Loads the model once per executor of `cfg` (`executors = "auto"`: one per visible GPU, else one
+/// CPU executor) and spawns them unattached: each pulls once it hears `(attach, batcher)`.
+/// Their names start with `name_prefix` ("cpu:0", or "host:port/cpu:0" on a worker). What serve
+/// and `conveyor worker` share.
+expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
+                                         metrics_actor metrics, const std::string& name_prefix);
 
 /// Stops every actor of the pipeline (running requests end as failed: "pipeline stopped").
 void stop_pipeline(const pipeline_handle& handle);

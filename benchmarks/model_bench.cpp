@@ -2,6 +2,7 @@
 // (the step's FLOPs over this machine's measured matmul rate).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include <ATen/ATen.h>
@@ -50,8 +51,14 @@ std::unique_ptr<causal_lm> load(int64_t which, int32_t slots) {
   runtime_options opt;
   opt.slots = slots;
   opt.max_batched_tokens = slots * prompt_length;
+  // CONVEYOR_DEVICE=cuda:0 runs the model on a GPU (scripts/gpu-check.sh does).
+  if (const char* device = std::getenv("CONVEYOR_DEVICE"); device != nullptr && *device != 0)
+    opt.device = device;
   auto m = load_model(spec_of(which), opt);
-  if (!m) std::abort();
+  if (!m) {
+    std::fprintf(stderr, "model_bench: %s\n", conveyor::message_of(m.error()).c_str());
+    std::abort();
+  }
   return std::move(*m);
 }
 

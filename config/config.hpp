@@ -144,7 +144,8 @@ struct pipeline {
   /// `executors = "auto"`: one executor per visible GPU, else one CPU executor, each with the
   /// defaults of `executor`. When set, `executors` is empty.
   bool auto_executors = true;
-  /// `[[executors]]`: the local executors, listed; used when `auto_executors` is false.
+  /// `[[executors]]`: the local executors, listed; used when `auto_executors` is false. May be
+  /// empty (`executors = []`) when `cluster.remote` names workers that do all the work.
   std::vector<config::executor> executors;
   /// `[cluster]`.
   config::cluster cluster;
@@ -180,7 +181,8 @@ expected<pipeline> load_file(const std::string& path);
 expected<pipeline> load_string(std::string_view toml, std::string_view source_name);
 
 /// Sets one key from the command line, e.g. ("server.port", "8081"), ("batcher.policy", "seed"),
-/// ("executors[0].slots", "8"), ("executors", "auto"), ("executors", "cuda:0,cuda:1") or
+/// ("executors[0].slots", "8"), ("executors", "auto"), ("executors", "cuda:0,cuda:1"),
+/// ("executors", "none") (no local executor: valid only with cluster.remote) or
 /// ("cluster.remote", "a:7000,b:7000"). The value is read according to the key's type and checked
 /// like a value from a file; cross-field checks are left to `validate`. Errors start with
 /// "command line: ".

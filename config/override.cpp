@@ -126,10 +126,16 @@ std::string normalize(std::string_view key) {
   return result;
 }
 
-/// `executors=auto` or `executors=cpu,cuda:0`: replaces the executors.
+/// `executors=auto`, `executors=none` or `executors=cpu,cuda:0`: replaces the executors.
 caf::error set_executors(pipeline& cfg, std::string_view text) {
   if (text == "auto") {
     cfg.auto_executors = true;
+    cfg.executors.clear();
+    return {};
+  }
+  if (text == "none") {
+    // Only workers (cluster.remote) run the model; `validate` insists on some.
+    cfg.auto_executors = false;
     cfg.executors.clear();
     return {};
   }

@@ -205,7 +205,8 @@ std::vector<issue> find_issues(const pipeline& cfg) {
   if (cfg.auto_executors && !cfg.executors.empty())
     out.push_back({executors, "lists " + std::to_string(cfg.executors.size()) +
                                   " executor(s) while auto_executors is set"});
-  if (!cfg.auto_executors && cfg.executors.empty())
+  // No local executor is fine when workers (cluster.remote) do the work.
+  if (!cfg.auto_executors && cfg.executors.empty() && cfg.cluster.remote.empty())
     out.push_back({executors, "must list at least one executor, or be \"auto\""});
   const auto& remote = cfg.cluster.remote;
   for (size_t i = 0; i < remote.size(); ++i) {

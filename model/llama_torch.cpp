@@ -486,6 +486,13 @@ class llama_torch final : public causal_lm {
 
 }  // namespace
 
+#if defined(CONVEYOR_WITH_CUDA)
+// model/llama_cuda.cpp
+expected<std::unique_ptr<causal_lm>> make_llama_cuda(const llama_weights& weights,
+                                                     const runtime_options& options,
+                                                     int32_t context);
+#endif
+
 int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context) {
   return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
          static_cast<int64_t>(sizeof(float));
@@ -504,9 +511,14 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
                                           std::to_string(options.context));
   if (options.max_batched_tokens < 1)
     return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
-  if (options.device != "cpu")
+  if (options.device != "cpu") {
+#if defined(CONVEYOR_WITH_CUDA)
+    return make_llama_cuda(weights, options, context);
+#else
     return make_error(ec::bad_config, "device '" + options.device +
-                                          "' is not available: this libtorch build has no CUDA");
+                                        "' is not available: this libtorch build has no CUDA");
+#endif
+  }
   try {
     std::unique_ptr<causal_lm> result = std::make_unique<llama_torch>(weights, options, context);
     return result;

@@ -34,6 +34,9 @@ using snapshot = caf::atom_constant<caf::atom("snapshot")>;
 using gauge = caf::atom_constant<caf::atom("gauge")>;
 using flush = caf::atom_constant<caf::atom("flush")>;
 using summary = caf::atom_constant<caf::atom("summary")>;
+using started = caf::atom_constant<caf::atom("started")>;
+using attach = caf::atom_constant<caf::atom("attach")>;
+using connect = caf::atom_constant<caf::atom("connect")>;
 }  // namespace atom
 
 // -- messages ------------------------------------------------------------------------------------
@@ -101,7 +104,11 @@ using executor_actor = caf::typed_actor<
     // Run one step (sent to itself, so that messages are handled between steps).
     caf::reacts_to<atom::step>,
     // End every running request with the given message and stop taking work.
-    caf::reacts_to<atom::drain, std::string>>;
+    caf::reacts_to<atom::drain, std::string>,
+    // Pull from this batcher from now on (a remote executor learns its batcher this way); the
+    // requests of a previous batcher end and the report starts afresh. A dynamically typed
+    // handle because the batcher's interface names the executor's.
+    caf::reacts_to<atom::attach, caf::actor>>;
 
 /// The PIPELINE actor interface (the batcher is its front): what an embedding system talks to.
 using pipeline_actor = caf::typed_actor<
@@ -124,8 +131,17 @@ using batcher_actor = pipeline_actor::extend<
     caf::reacts_to<atom::pull, executor_actor, executor_report>,
     // An executor ended a request (its sink has heard the result already).
     caf::reacts_to<atom::done, request_id, outcome>,
+    // An executor is about to send a request's first chunk: from now on the request cannot run
+    // again elsewhere unseen (one message per request, not per token).
+    caf::reacts_to<atom::started, request_id>,
     // Time to look at deadlines and partial batches again (argument: timer generation).
     caf::reacts_to<atom::wakeup, uint64_t>>;
+
+/// The WORKER actor interface: what `conveyor worker` publishes for a server to connect to.
+using worker_actor = caf::typed_actor<
+    // Let every executor of this worker pull from the given batcher (replaces any earlier one).
+    // Replies with the number of executors.
+    caf::replies_to<atom::attach, batcher_actor>::with<int32_t>>;
 
 }  // namespace conveyor
 

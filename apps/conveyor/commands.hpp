@@ -18,6 +18,7 @@ command_fn add_generate(CLI::App& app);
 command_fn add_serve(CLI::App& app);
 command_fn add_config(CLI::App& app);
 command_fn add_bench(CLI::App& app);
+command_fn add_worker(CLI::App& app);
 
 /// Sends every log line to stderr at `level` ("info", "debug", ...).
 void setup_logging(const std::string& level);

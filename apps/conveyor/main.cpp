@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(add_serve);
   add(add_bench);
   add(add_config);
+  add(add_worker);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

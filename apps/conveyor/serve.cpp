@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "actors/spawn.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
 #include "apps/conveyor/pipeline_backend.hpp"
+#include "pipeline/message_types.hpp"
 #include "server/http_server.hpp"
 
 namespace conveyor::app {
@@ -33,6 +35,9 @@ int run_serve(const config_flags& flags) {
   caf::actor_system_config sys_cfg;
   add_error_category(sys_cfg);
   sys_cfg.set("logger.verbosity", caf::atom("quiet"));
+  // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
+  add_message_types(sys_cfg);
+  sys_cfg.load<caf::io::middleman>();
   caf::actor_system system{sys_cfg};
   auto pipeline = spawn_pipeline(system, *cfg);
   if (!pipeline) {

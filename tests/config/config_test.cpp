@@ -283,6 +283,18 @@ TEST(config_executors, wrong_shapes_are_refused) {
             "conveyor.toml:1: executors: must list at least one executor, or be \"auto\"");
 }
 
+TEST(config_executors, an_empty_list_is_fine_when_workers_do_the_work) {
+  auto x = load_ok("executors = []\n[cluster]\nremote = [\"127.0.0.1:7001\"]\n");
+  EXPECT_FALSE(x.auto_executors);
+  EXPECT_TRUE(x.executors.empty());
+  EXPECT_EQ(load_string(to_toml(x), "printed").value(), x);
+  pipeline y;
+  ASSERT_FALSE(apply_override(y, "executors", "none"));
+  EXPECT_TRUE(validate(y));  // no local executor and no worker
+  ASSERT_FALSE(apply_override(y, "cluster.remote", "127.0.0.1:7001"));
+  EXPECT_FALSE(validate(y));
+}
+
 // -- unknown keys
 // ----------------------------------------------------------------------------------
 

@@ -1,0 +1,239 @@
+// Losing an executor: the batcher runs its not-yet-streamed requests again elsewhere and fails
+// the streamed ones with executor_lost, each exactly once; with real executors killed mid-run
+// every request still ends exactly once.
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <caf/all.hpp>
+
+#include "../model/test_support.hpp"
+#include "actors/batcher_actor.hpp"
+#include "actors/metrics_actor.hpp"
+#include "actors/remote_connector.hpp"
+#include "actors/spawn.hpp"
+#include "actors/tokenizer_actor.hpp"
+#include "model/tokenizer.hpp"
+
+using namespace conveyor;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Ids an executor received, reported to the test.
+struct received_ids {
+  std::vector<request_id> ids;
+};
+
+}  // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(received_ids)
+
+namespace {
+
+/// An executor that takes work and runs none of it: it streams one chunk of the first request it
+/// gets and tells the observer what it holds.
+executor_actor::behavior_type fake_executor(executor_actor::pointer self, batcher_actor batcher,
+                                            caf::actor observer) {
+  self->send(batcher, atom::pull::value, executor_actor{self},
+             executor_report{4, 0, 0, std::string{"fake"}});
+  auto streamed = std::make_shared<bool>(false);
+  return {
+      [=](atom::work, std::vector<work_item>& items, bool) {
+        received_ids r;
+        for (auto& item : items) {
+          r.ids.push_back(item.request.id);
+          if (!*streamed) {
+            *streamed = true;
+            self->send(batcher, atom::started::value, item.request.id);
+            self->send(item.sink, token_chunk{item.request.id, "X", {1}});
+          }
+        }
+        caf::anon_send(observer, std::move(r));
+      },
+      [=](atom::cancel, request_id) {},
+      [=](atom::step) {},
+      [=](atom::drain, std::string&) {},
+      [=](atom::attach, caf::actor&) {},
+  };
+}
+
+struct ending {
+  std::vector<request_result> results;
+  std::string text;
+  size_t chunks = 0;
+};
+
+class scaleout_test : public ::testing::Test {
+ protected:
+  static caf::actor_system_config& init(caf::actor_system_config& cfg) {
+    add_error_category(cfg);
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    return cfg;
+  }
+
+  config::pipeline make_config(size_t executors) {
+    config::pipeline cfg;
+    cfg.auto_executors = false;
+    for (size_t i = 0; i < executors; ++i) {
+      config::executor e;
+      e.threads = 1;
+      e.slots = 4;
+      cfg.executors.push_back(e);
+    }
+    cfg.metrics.interval_s = 0;
+    return cfg;
+  }
+
+  generate_request make_request(request_id id, int32_t max_tokens) {
+    static const std::vector<std::string> prompts = {"Once upon a time", "The cat sat",
+                                                     "Lily went to the park", "One day"};
+    generate_request r;
+    r.id = id;
+    r.prompt = prompts[(id % 10) % prompts.size()];  // ids 1 and 11 ask the same
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    return r;
+  }
+
+  // Receives chunks and results until `count` results arrived.
+  void collect(caf::scoped_actor& self, std::map<request_id, ending>& out, size_t count) {
+    size_t results = 0;
+    for (auto& [id, e] : out) results += e.results.size();
+    bool timed_out = false;
+    while (results < count && !timed_out) {
+      self->receive(
+          [&](token_chunk& c) {
+            out[c.id].text += c.text;
+            ++out[c.id].chunks;
+          },
+          [&](request_result& r) {
+            out[r.id].text += r.tail;
+            out[r.id].results.push_back(r);
+            ++results;
+          },
+          caf::after(60s) >> [&] { timed_out = true; });
+    }
+    EXPECT_FALSE(timed_out) << results << " of " << count << " requests ended";
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{init(cfg)};
+};
+
+TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_streamed_ones_fail) {
+  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  ASSERT_TRUE(tok);
+  auto metrics = spawn_metrics(sys, 0);
+  auto tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
+  auto batcher = spawn_batcher(sys, batcher_settings{}, tokenizers, metrics);
+  std::map<request_id, ending> out;
+  std::vector<executor_actor> real;
+  {
+    caf::scoped_actor self{sys};
+    // Only the fake executor pulls: it takes all four requests and streams the first.
+    auto fake = sys.spawn(fake_executor, batcher, caf::actor{self});
+    for (request_id id = 1; id <= 4; ++id)
+      caf::anon_send(batcher, atom::generate::value, make_request(id, 24),
+                     caf::actor_cast<sink_actor>(self));
+    std::set<request_id> held;
+    size_t chunks = 0;
+    while (held.size() < 4 || chunks < 1) {
+      bool timed_out = false;
+      self->receive([&](received_ids& r) { held.insert(r.ids.begin(), r.ids.end()); },
+                    [&](token_chunk& c) {
+                      out[c.id].text += c.text;
+                      ++out[c.id].chunks;
+                      ++chunks;
+                    },
+                    caf::after(30s) >> [&] { timed_out = true; });
+      ASSERT_FALSE(timed_out) << "the fake executor got " << held.size() << " requests";
+    }
+    caf::anon_send_exit(fake, caf::exit_reason::kill);
+    // A real executor joins; the three requests that streamed nothing run on it from the start.
+    auto group = spawn_executors(sys, make_config(1), metrics, "");
+    ASSERT_TRUE(group) << message_of(group.error());
+    real = group->executors;
+    caf::anon_send(real[0], atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+    collect(self, out, 4);
+    // The same requests again, now straight on the real executor: the reference answers.
+    for (request_id id = 11; id <= 14; ++id)
+      caf::anon_send(batcher, atom::generate::value, make_request(id, 24),
+                     caf::actor_cast<sink_actor>(self));
+    collect(self, out, 8);
+  }
+  std::vector<request_id> streamed;
+  for (request_id id = 1; id <= 4; ++id) {
+    const auto& e = out[id];
+    ASSERT_EQ(e.results.size(), 1u) << "request " << id;
+    if (e.results[0].how == outcome::failed) {
+      EXPECT_EQ(e.results[0].code, ec::executor_lost);
+      EXPECT_EQ(e.chunks, 1u);
+      streamed.push_back(id);
+    } else {
+      EXPECT_EQ(e.results[0].how, outcome::finished) << e.results[0].message;
+      EXPECT_EQ(e.text, out[id + 10].text) << "request " << id;
+    }
+  }
+  EXPECT_EQ(streamed.size(), 1u);
+  for (const auto& e : real) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
+  for (const caf::actor& a :
+       {caf::actor_cast<caf::actor>(batcher), tokenizers, caf::actor_cast<caf::actor>(metrics)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_once) {
+  auto h = spawn_pipeline(sys, make_config(2));
+  ASSERT_TRUE(h) << message_of(h.error());
+  std::map<request_id, ending> out;
+  {
+    caf::scoped_actor self{sys};
+    const size_t count = 24;
+    for (request_id id = 1; id <= count; ++id)
+      caf::anon_send(h->front, atom::generate::value, make_request(id, 64),
+                     caf::actor_cast<sink_actor>(self));
+    // Kill the first executor once tokens flow.
+    bool timed_out = false;
+    self->receive(
+        [&](token_chunk& c) {
+          out[c.id].text += c.text;
+          ++out[c.id].chunks;
+        },
+        caf::after(30s) >> [&] { timed_out = true; });
+    ASSERT_FALSE(timed_out);
+    caf::anon_send_exit(h->executors[0], caf::exit_reason::kill);
+    collect(self, out, count);
+    for (request_id id = 1; id <= count; ++id) {
+      const auto& e = out[id];
+      ASSERT_EQ(e.results.size(), 1u) << "request " << id;
+      const auto& r = e.results[0];
+      if (r.how == outcome::failed) {
+        EXPECT_EQ(r.code, ec::executor_lost);
+        EXPECT_GE(e.chunks, 1u) << "a request that streamed nothing should have run again";
+      } else {
+        EXPECT_EQ(r.how, outcome::finished) << r.message;
+      }
+    }
+    // Nothing arrives after the ends.
+    bool extra = false;
+    self->receive([&](token_chunk&) { extra = true; }, [&](request_result&) { extra = true; },
+                  caf::after(200ms) >> [] {});
+    EXPECT_FALSE(extra);
+  }
+  stop_pipeline(*h);
+}
+
+}  // namespace
+
+TEST(remote_connector, parses_host_and_port) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(parse_host_port("127.0.0.1:7001", host, port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 7001);
+  EXPECT_TRUE(parse_host_port("[::1]:80", host, port));
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 80);
+  for (const char* bad : {"host", "host:", ":80", "host:0", "host:65536", "host:8o"})
+    EXPECT_FALSE(parse_host_port(bad, host, port)) << bad;
+}
