@@ -26,7 +26,23 @@ struct live_request {
   bool started = false;
   /// When the request arrived (for the result of a request that ends here).
   stamp arrival = 0;
+  /// While on a remote executor: the local guard its output goes through (see sink_guard).
+  sink_actor guard;
 };
+
+/// Forwards one request's chunks and its first result to the sink, then quits, so that any later
+/// result is dropped. A remote executor's result and its `done` can be cut apart by a lost
+/// connection; the batcher then ends the request through the same guard, and the sink hears
+/// exactly one end whichever arrived first.
+sink_actor::behavior_type sink_guard(sink_actor::pointer self, sink_actor sink) {
+  return {
+    [=](token_chunk& chunk) { self->send(sink, std::move(chunk)); },
+    [=](request_result& result) {
+      self->send(sink, std::move(result));
+      self->quit();
+    },
+  };
+}
 
 struct executor_entry {
   executor_actor handle;
@@ -77,7 +93,7 @@ void end_here(batcher_pointer self, request_id id, outcome how, ec code, std::st
   t.finished = to_time_point(result.times.finished);
   t.prompt_tokens = size_t(prompt_tokens);
   st.pending_timings.requests.push_back(std::move(t));
-  self->send(it->second.sink, std::move(result));
+  self->send(it->second.guard ? it->second.guard : it->second.sink, std::move(result));
   st.live.erase(it);
 }
 
@@ -107,7 +123,15 @@ void dispatch(batcher_pointer self) {
       l.executor = e.handle;
       l.sent = req;
       l.started = false;
-      items.push_back(work_item{std::move(req), l.sink});
+      // A request queued again after a lost executor may still have its old guard.
+      if (l.guard) caf::anon_send_exit(l.guard, caf::exit_reason::user_shutdown);
+      l.guard = nullptr;
+      sink_actor delivery = l.sink;
+      if (e.handle.node() != self->node()) {
+        l.guard = self->spawn(sink_guard, l.sink);
+        delivery = l.guard;
+      }
+      items.push_back(work_item{std::move(req), delivery});
     }
     e.sent += items.size();
     self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());

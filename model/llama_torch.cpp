@@ -80,8 +80,12 @@ class llama_torch final : public causal_lm {
     sin_ = angles.sin().to(at::kFloat).contiguous();
 
     // The KV cache, [layer][slot, kv_head, position, head] flattened to rows of head_size.
-    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs});
-    v_cache_ = at::zeros_like(k_cache_);
+    // Keys are stored transposed, [slot, kv_head, head element, position], so that the scores of
+    // one query over all positions are a run of contiguous multiply-adds; values as
+    // [slot, kv_head, position, head element], so that the weighted sum is too.
+    // (Eight floats of slack per layer: the score loop reads whole blocks of eight positions.)
+    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * hs * context_ + 8});
+    v_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs});
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
     capacity_ = std::max({opt.max_batched_tokens, slots_, context_});
@@ -108,7 +112,7 @@ class llama_torch final : public causal_lm {
   int32_t context() const override { return context_; }
   bool ignores_end_tokens() const override { return synthetic_; }
   int64_t kv_cache_bytes() const override {
-    return 2 * k_cache_.numel() * static_cast<int64_t>(sizeof(float));
+    return conveyor::model::kv_cache_bytes(shape_, slots_, context_);
   }
 
   std::string describe() const override {
@@ -338,9 +342,12 @@ class llama_torch final : public causal_lm {
                   .view({t, kvh, g, hs})
                   .permute({1, 2, 0, 3})
                   .reshape({kvh, g * t, hs});
-    auto keys = k_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
+    auto keys_t = k_cache_[layer]
+                      .narrow(0, 0, int64_t{slots_} * kvh * hs * context_)
+                      .view({slots_, kvh, hs, context_})[it.slot]
+                      .narrow(2, 0, span);
     auto values = v_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
-    auto scores = at::bmm(qi, keys.transpose(1, 2)).mul_(1.0 / std::sqrt(double(hs)));
+    auto scores = at::bmm(qi, keys_t).mul_(1.0 / std::sqrt(double(hs)));
     // Query i (position start+i) reads positions 0..start+i.
     auto causal = at::ones({t, span}, at::kBool).triu_(it.start + 1);
     scores.view({kvh, g, t, span}).masked_fill_(causal, -std::numeric_limits<float>::infinity());
@@ -354,8 +361,9 @@ class llama_torch final : public causal_lm {
   // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
   // rows of (slot, kv_head, position) listed in ws_cache_rows_.
   void write_cache(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
-    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads;
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, ctx = context_;
     const auto* rows = ws_cache_rows_.data_ptr<int64_t>();
+    const auto* pos = ws_positions_.data_ptr<int64_t>();
     float* kc = k_cache_[layer].data_ptr<float>();
     float* vc = v_cache_[layer].data_ptr<float>();
     const float* kp = k.data_ptr<float>();
@@ -363,8 +371,11 @@ class llama_torch final : public causal_lm {
     const int64_t ks = k.stride(0), vs = v.stride(0);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < kvh; ++h) {
+        // rows[] = (slot * kvh + h) * ctx + position.
         const int64_t row = rows[i * kvh + h];
-        std::memcpy(kc + row * hs, kp + i * ks + h * hs, size_t(hs) * sizeof(float));
+        const int64_t head_base = (row - pos[i]) * hs;  // (slot * kvh + h) * hs * ctx
+        const float* key = kp + i * ks + h * hs;
+        for (int64_t e = 0; e < hs; ++e) kc[head_base + e * ctx + pos[i]] = key[e];
         std::memcpy(vc + row * hs, vp + i * vs + h * hs, size_t(hs) * sizeof(float));
       }
   }
@@ -399,7 +410,7 @@ class llama_torch final : public causal_lm {
         const int64_t i = r / kvh, kh = r % kvh;
         if (slot[i] < 0) continue;
         const int64_t base = (slot[i] * kvh + kh) * ctx;
-        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + base * hs, vc + base * hs,
+        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + base * hs, ctx, vc + base * hs,
                         pos[i] + 1, scale, scores.data(), op + (i * heads + kh * g) * hs);
       }
     });
@@ -407,52 +418,70 @@ class llama_torch final : public causal_lm {
 
   // Calls attend<HS> with the head size known at compile time for the common sizes, so that
   // the inner loops unroll and vectorize; other sizes take the general loop.
-  static void attend_dispatch(int64_t hs, const float* q, int64_t g, const float* keys,
-                              const float* values, int64_t span, float scale, float* scores,
-                              float* out) {
+  static void attend_dispatch(int64_t hs, const float* q, int64_t g, const float* keys_t,
+                              int64_t ctx, const float* values, int64_t span, float scale,
+                              float* scores, float* out) {
+#define CONVEYOR_ATTEND(HS) attend<HS>(hs, q, g, keys_t, ctx, values, span, scale, scores, out)
     switch (hs) {
       case 8:
-        return attend<8>(8, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(8);
       case 16:
-        return attend<16>(16, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(16);
       case 32:
-        return attend<32>(32, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(32);
       case 48:
-        return attend<48>(48, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(48);
       case 64:
-        return attend<64>(64, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(64);
       case 128:
-        return attend<128>(128, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(128);
       default:
-        return attend<0>(hs, q, g, keys, values, span, scale, scores, out);
+        return CONVEYOR_ATTEND(0);
     }
+#undef CONVEYOR_ATTEND
   }
 
   // Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
-  // head (keys, values: span x hs, contiguous), into out (g x hs). HS > 0 fixes hs at compile
-  // time.
+  // head: keys transposed (hs rows of `ctx` positions), values (span x hs, contiguous); into out
+  // (g x hs). HS > 0 fixes hs at compile time. Every inner loop runs over contiguous memory.
   template <int HS>
   CONVEYOR_VECTOR_CLONES static void attend(int64_t hs_runtime, const float* __restrict__ q,
-                                            int64_t g, const float* __restrict__ keys,
-                                            const float* __restrict__ values, int64_t span,
-                                            float scale, float* __restrict__ scores,
+                                            int64_t g, const float* __restrict__ keys_t,
+                                            int64_t ctx, const float* __restrict__ values,
+                                            int64_t span, float scale, float* __restrict__ scores,
                                             float* __restrict__ out) {
     const int64_t hs = HS > 0 ? HS : hs_runtime;
-    for (int64_t t = 0; t < span; ++t) {
-      const float* kt = keys + t * hs;
-      for (int64_t j = 0; j < g; ++j) {
-        const float* qj = q + j * hs;
-        float dot = 0.0f;
-        for (int64_t e = 0; e < hs; ++e) dot += qj[e] * kt[e];
-        scores[j * span + t] = dot * scale;
-      }
-    }
     for (int64_t j = 0; j < g; ++j) {
-      float* sj = scores + j * span;
-      float top = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < span; ++t) top = std::max(top, sj[t]);
+      // Scores in blocks of eight positions kept in registers across the head elements. The
+      // last block may read past `span` (never past ctx, a multiple of 8): those scores are
+      // ignored. Rows of `scores` are ctx apart.
+      float* sj = scores + j * ctx;
+      const float* qj = q + j * hs;
+      for (int64_t t0 = 0; t0 < span; t0 += 8) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t e = 0; e < hs; ++e) {
+          const float qe = qj[e] * scale;
+          const float* ke = keys_t + e * ctx + t0;
+          for (int64_t l = 0; l < 8; ++l) acc[l] += qe * ke[l];
+        }
+        for (int64_t l = 0; l < 8; ++l) sj[t0 + l] = acc[l];
+      }
+      // Reductions in eight independent lanes, so that they vectorize without -ffast-math.
+      constexpr int64_t lanes = 8;
+      float top_lane[lanes], sum_lane[lanes];
+      for (int64_t l = 0; l < lanes; ++l) top_lane[l] = sj[0], sum_lane[l] = 0.0f;
+      const int64_t body = span - span % lanes;
+      for (int64_t t = 0; t < body; t += lanes)
+        for (int64_t l = 0; l < lanes; ++l) top_lane[l] = std::max(top_lane[l], sj[t + l]);
+      float top = sj[0];
+      for (int64_t l = 0; l < lanes; ++l) top = std::max(top, top_lane[l]);
+      for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
+      for (int64_t t = 0; t < span; ++t) sj[t] = exp_nonpositive(sj[t] - top);
+      for (int64_t t = 0; t < body; t += lanes)
+        for (int64_t l = 0; l < lanes; ++l) sum_lane[l] += sj[t + l];
       float total = 0.0f;
-      for (int64_t t = 0; t < span; ++t) total += sj[t] = std::exp(sj[t] - top);
+      for (int64_t l = 0; l < lanes; ++l) total += sum_lane[l];
+      for (int64_t t = body; t < span; ++t) total += sj[t];
       const float inv = 1.0f / total;
       for (int64_t t = 0; t < span; ++t) sj[t] *= inv;
     }
@@ -460,11 +489,30 @@ class llama_torch final : public causal_lm {
     for (int64_t t = 0; t < span; ++t) {
       const float* vt = values + t * hs;
       for (int64_t j = 0; j < g; ++j) {
-        const float w = scores[j * span + t];
+        const float w = scores[j * ctx + t];
         float* oj = out + j * hs;
         for (int64_t e = 0; e < hs; ++e) oj[e] += w * vt[e];
       }
     }
+  }
+
+  // exp(x) for x <= 0 in straight-line code that vectorizes (std::exp does not without
+  // -ffast-math): Cephes' expf, range reduction by ln 2 and a degree-6 polynomial, within 2 ulp.
+  static inline float exp_nonpositive(float x) {
+    x = std::max(x, -87.0f);
+    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float two_n;
+    std::memcpy(&two_n, &bits, sizeof(two_n));
+    return p * two_n;
   }
 
   llama_shape shape_;
@@ -516,7 +564,7 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
     return make_llama_cuda(weights, options, context);
 #else
     return make_error(ec::bad_config, "device '" + options.device +
-                                        "' is not available: this libtorch build has no CUDA");
+                                          "' is not available: this libtorch build has no CUDA");
 #endif
   }
   try {
