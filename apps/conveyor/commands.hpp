@@ -1,8 +1,11 @@
 // The sub-commands of the conveyor program; each registers its flags and runs.
 #pragma once
 
+#include <csignal>
 #include <functional>
 #include <string>
+
+#include <caf/fwd.hpp>
 
 namespace CLI {
 class App;
@@ -22,5 +25,13 @@ command_fn add_worker(CLI::App& app);
 
 /// Sends every log line to stderr at `level` ("info", "debug", ...).
 void setup_logging(const std::string& level);
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later, so that only a
+/// sigwait on the returned set sees them. Call before creating the actor system.
+sigset_t block_stop_signals();
+
+/// What every networked command's actor system needs: Conveyor's error category, a quiet CAF
+/// logger, the message types that cross the network, and the middleman.
+void configure_actor_system(caf::actor_system_config& cfg);
 
 }  // namespace conveyor::app

@@ -8,6 +8,12 @@
 
 #include "apps/conveyor/commands.hpp"
 
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "common/error.hpp"
+#include "pipeline/message_types.hpp"
+
 namespace conveyor::app {
 
 void setup_logging(const std::string& level) {
@@ -15,6 +21,22 @@ void setup_logging(const std::string& level) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+}
+
+sigset_t block_stop_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+void configure_actor_system(caf::actor_system_config& cfg) {
+  add_error_category(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  add_message_types(cfg);
+  cfg.load<caf::io::middleman>();
 }
 
 }  // namespace conveyor::app

@@ -27,17 +27,10 @@ int run_serve(const config_flags& flags) {
   }
   setup_logging(cfg->log.level);
   // Signals go to sigwait below, never to a worker thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t signals = block_stop_signals();
   caf::actor_system_config sys_cfg;
-  add_error_category(sys_cfg);
-  sys_cfg.set("logger.verbosity", caf::atom("quiet"));
   // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
-  add_message_types(sys_cfg);
-  sys_cfg.load<caf::io::middleman>();
+  configure_actor_system(sys_cfg);
   caf::actor_system system{sys_cfg};
   auto pipeline = spawn_pipeline(system, *cfg);
   if (!pipeline) {

@@ -47,16 +47,10 @@ int run_worker(const worker_flags& flags) {
     std::fprintf(stderr, "conveyor worker: the configuration lists no executor to publish\n");
     return 1;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t signals = block_stop_signals();
   caf::actor_system_config sys_cfg;
-  add_error_category(sys_cfg);
-  sys_cfg.set("logger.verbosity", caf::atom("quiet"));
-  add_message_types(sys_cfg);
-  sys_cfg.load<caf::io::middleman>();
+  // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
+  configure_actor_system(sys_cfg);
   caf::actor_system system{sys_cfg};
   // Timings stay here: the worker's own metrics actor logs its summary (timing events hold time
   // points of this machine and are not sent to the server).
