@@ -13,12 +13,16 @@ packages=(build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libtorch-dev libspdlog-dev libboost-dev libsentencepiece-dev
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libopenblas0-openmp
   libgtest-dev libbenchmark-dev)
-[ $with_tests = 1 ] && packages+=(curl nodejs npm)
-
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The test clients: any curl, node and npm on the PATH will do (Node.js may come from elsewhere).
+if [ $with_tests = 1 ]; then
+  command -v curl >/dev/null || missing+=(curl)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   sudo=""
