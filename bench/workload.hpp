@@ -1,5 +1,5 @@
 // Benchmark workloads: requests with a scheduled arrival, loaded from or saved to JSONL, or
-// generated with Poisson arrivals (see /work/shared/workloads/README.md for the format).
+// generated with Poisson arrivals (see workloads/README.md for the format).
 #pragma once
 
 #include <cstdint>

@@ -117,9 +117,8 @@ TEST(bench_workload, parse_names_the_line_of_a_mistake) {
 
 TEST(bench_workload, shared_workload_loads) {
   auto w = load_workload(std::string{CONVEYOR_SOURCE_DIR} +
-                         "/../shared/workloads/"
-                         "stories-poisson-r5-n100.jsonl");
-  if (!w) GTEST_SKIP() << "no shared workloads here";
+                         "/workloads/stories-poisson-r5-n100.jsonl");
+  ASSERT_TRUE(w) << conveyor::message_of(w.error());
   EXPECT_EQ(w->size(), 100u);
   int64_t sum = 0;
   for (const auto& r : *w) sum += r.max_tokens;
