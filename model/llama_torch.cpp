@@ -143,27 +143,11 @@ class llama_torch final : public causal_lm {
   }
 
   logits_view decode(const std::vector<decode_item>& items) override {
-    c10::InferenceMode guard;
-    const int64_t n = static_cast<int64_t>(items.size());
-    auto* tok = ws_tokens_.data_ptr<int64_t>();
-    auto* pos = ws_positions_.data_ptr<int64_t>();
-    auto* last = ws_last_.data_ptr<int64_t>();
-    auto* slot = ws_slots_.data_ptr<int64_t>();
-    int64_t span = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      tok[i] = items[i].token;
-      pos[i] = items[i].position;
-      slot[i] = items[i].slot;
-      last[i] = i;
-      span = std::max<int64_t>(span, items[i].position + 1);
-    }
-    (void)span;
-    fill_cache_rows(n, [&](int64_t i) { return items[i].slot; });
-    forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
-      rows_attention(layer, n, q, out);
-    });
-    final_logits(n, 0);
-    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(n), shape_.vocab_size};
+    // A decode step is a prefill of one token per sequence.
+    decode_as_prefill_.clear();
+    for (const auto& it : items)
+      decode_as_prefill_.push_back({it.slot, it.position, &it.token, 1, -1});
+    return prefill(decode_as_prefill_);
   }
 
  private:
@@ -523,6 +507,7 @@ class llama_torch final : public causal_lm {
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   std::vector<int64_t> item_of_;
+  std::vector<prefill_item> decode_as_prefill_;
   // Prompts reaching past this position attend through matrix products instead of the row loop,
   // whose cost grows with the square of the length.
   static constexpr int64_t rows_attention_limit = 256;
