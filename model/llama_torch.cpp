@@ -18,6 +18,10 @@ namespace {
 
 constexpr float rms_eps = 1e-5f;
 
+// The eight-wide vector helpers below are internal (inlined, never called across a library
+// boundary), so the ABI note GCC gives for vector returns without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 // The plain loops below are compiled twice on x86-64: for the baseline and for x86-64-v3
 // (AVX2 + FMA); the loader picks what the processor runs. Other targets get the baseline.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -389,7 +393,7 @@ class llama_torch final : public causal_lm {
     // values once.
     at::parallel_for(0, n * kvh, grain, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scores;
-      if (int64_t(scores.size()) < ctx * g) scores.resize(size_t(ctx * g));
+      if (int64_t(scores.size()) < ctx * g + 8) scores.resize(size_t(ctx * g + 8));
       for (int64_t r = begin; r < end; ++r) {
         const int64_t i = r / kvh, kh = r % kvh;
         if (slot[i] < 0) continue;
@@ -405,7 +409,7 @@ class llama_torch final : public causal_lm {
   static void attend_dispatch(int64_t hs, const float* q, int64_t g, const float* keys_t,
                               int64_t ctx, const float* values, int64_t span, float scale,
                               float* scores, float* out) {
-#define CONVEYOR_ATTEND(HS) attend<HS>(hs, q, g, keys_t, ctx, values, span, scale, scores, out)
+#define CONVEYOR_ATTEND(HS) attend<HS>(q, g, keys_t, ctx, values, span, scale, scores, out)
     switch (hs) {
       case 8:
         return CONVEYOR_ATTEND(8);
@@ -417,10 +421,12 @@ class llama_torch final : public causal_lm {
         return CONVEYOR_ATTEND(48);
       case 64:
         return CONVEYOR_ATTEND(64);
+      case 96:
+        return CONVEYOR_ATTEND(96);
       case 128:
         return CONVEYOR_ATTEND(128);
       default:
-        return CONVEYOR_ATTEND(0);
+        return attend_scalar(hs, q, g, keys_t, ctx, values, span, scale, scores, out);
     }
 #undef CONVEYOR_ATTEND
   }
@@ -428,13 +434,94 @@ class llama_torch final : public causal_lm {
   // Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
   // head: keys transposed (hs rows of `ctx` positions), values (span x hs, contiguous); into out
   // (g x hs). HS > 0 fixes hs at compile time. Every inner loop runs over contiguous memory.
+  // The same with eight-wide vectors (GCC vector extensions, so that it vectorizes whatever the
+  // optimizer decides) for head sizes that are multiples of 8.
   template <int HS>
-  CONVEYOR_VECTOR_CLONES static void attend(int64_t hs_runtime, const float* __restrict__ q,
-                                            int64_t g, const float* __restrict__ keys_t,
-                                            int64_t ctx, const float* __restrict__ values,
-                                            int64_t span, float scale, float* __restrict__ scores,
+  CONVEYOR_VECTOR_CLONES static void attend(const float* __restrict__ q, int64_t g,
+                                            const float* __restrict__ keys_t, int64_t ctx,
+                                            const float* __restrict__ values, int64_t span,
+                                            float scale, float* __restrict__ scores,
                                             float* __restrict__ out) {
-    const int64_t hs = HS > 0 ? HS : hs_runtime;
+    static_assert(HS % 8 == 0, "vector attention needs a head size that is a multiple of 8");
+    constexpr int64_t blocks = HS / 8;
+    const int64_t body = span - span % 8;
+    for (int64_t j = 0; j < g; ++j) {
+      float* sj = scores + j * ctx;
+      const float* qj = q + j * HS;
+      // Scores of eight positions at a time; the last block may read past `span` (within the
+      // cache's slack) and write past it (within the scores' slack): those lanes are ignored.
+      for (int64_t t0 = 0; t0 < span; t0 += 8) {
+        v8f acc = {};
+        for (int64_t e = 0; e < HS; ++e) acc += (qj[e] * scale) * load8(keys_t + e * ctx + t0);
+        store8(sj + t0, acc);
+      }
+      v8f top8 = load8(sj);
+      for (int64_t t = 8; t < body; t += 8) {
+        const v8f x = load8(sj + t);
+        top8 = x > top8 ? x : top8;
+      }
+      float top = sj[0];
+      for (int64_t l = 0; l < 8 && l < body; ++l) top = std::max(top, top8[l]);
+      for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
+      v8f sum8 = {};
+      for (int64_t t = 0; t < body; t += 8) {
+        const v8f e = exp8_nonpositive(load8(sj + t) - top);
+        store8(sj + t, e);
+        sum8 += e;
+      }
+      float total = 0.0f;
+      for (int64_t l = 0; l < 8; ++l) total += sum8[l];
+      for (int64_t t = body; t < span; ++t) total += sj[t] = exp_nonpositive(sj[t] - top);
+      const float inv = 1.0f / total;
+      // Weighted sum of the values, head elements in registers.
+      v8f acc[blocks] = {};
+      for (int64_t t = 0; t < span; ++t) {
+        const float w = sj[t] * inv;
+        const float* vt = values + t * HS;
+        for (int64_t b = 0; b < blocks; ++b) acc[b] += w * load8(vt + 8 * b);
+      }
+      for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[b]);
+    }
+  }
+
+  using v8f = float __attribute__((vector_size(32)));
+  using v8i = int32_t __attribute__((vector_size(32)));
+
+  static inline v8f load8(const float* p) {
+    v8f v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  }
+
+  static inline void store8(float* p, v8f v) {
+    std::memcpy(p, &v, sizeof(v));
+  }
+
+  // exp_nonpositive on eight lanes.
+  static inline v8f exp8_nonpositive(v8f x) {
+    const v8f floor_x = x * 0.0f - 87.0f;
+    x = x < floor_x ? floor_x : x;
+    const v8f y = x * 1.44269504088896341f + 0.5f;
+    v8i ni = __builtin_convertvector(y, v8i);      // toward zero
+    ni += (__builtin_convertvector(ni, v8f) > y);  // -1 where that rounded up: floor
+    const v8f n = __builtin_convertvector(ni, v8f);
+    const v8f r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    v8f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const v8i bits = (ni + 127) << 23;
+    v8f two_n;
+    std::memcpy(&two_n, &bits, sizeof(two_n));
+    return p * two_n;
+  }
+
+  static void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g,
+                            const float* __restrict__ keys_t, int64_t ctx,
+                            const float* __restrict__ values, int64_t span, float scale,
+                            float* __restrict__ scores, float* __restrict__ out) {
     for (int64_t j = 0; j < g; ++j) {
       // Scores in blocks of eight positions kept in registers across the head elements. The
       // last block may read past `span` (never past ctx, a multiple of 8): those scores are
