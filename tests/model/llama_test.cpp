@@ -341,3 +341,28 @@ TEST(llama, trivial_model_is_deterministic) {
   EXPECT_EQ(argmax(d.row(1), d.vocab), 703 % 512);
   EXPECT_TRUE(m->ignores_end_tokens());
 }
+
+TEST(llama, logits_agree_with_plain_reference_for_an_odd_head_size) {
+  // Head size 12 (not a multiple of 8) takes the scalar attention loop; 4 heads share 2 kv heads.
+  llama_weights w;
+  w.shape = llama_shape{48, 64, 2, 4, 2, 512, 64, true};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+  auto fill = [&](std::vector<float>& v, size_t n) {
+    v.resize(n);
+    for (auto& x : v) x = u(rng);
+  };
+  const size_t d = 48, h = 64, L = 2, kv = 24, v = 512;
+  fill(w.token_embedding, v * d);
+  fill(w.rms_att, L * d);
+  fill(w.wq, L * d * d);
+  fill(w.wk, L * kv * d);
+  fill(w.wv, L * kv * d);
+  fill(w.wo, L * d * d);
+  fill(w.rms_ffn, L * d);
+  fill(w.w1, L * h * d);
+  fill(w.w2, L * d * h);
+  fill(w.w3, L * h * d);
+  fill(w.rms_final, d);
+  compare_with_reference(w, filler_prompt(20, 3), {4, 6, 9, 19});
+}
