@@ -16,6 +16,7 @@
 #include "actors/worker_actor.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
+#include "model/causal_lm.hpp"
 #include "pipeline/message_types.hpp"
 
 namespace conveyor::app {
@@ -74,8 +75,8 @@ int run_worker(const worker_flags& flags) {
     caf::anon_send_exit(metrics, caf::exit_reason::kill);
     return 1;
   }
-  spdlog::info("worker ready: {} executor(s) of model {} at {}:{}", group->executors.size(),
-               group->model_name, host, *bound);
+  spdlog::info("worker ready: {} executor(s) of model {} at {}:{}; {}", group->executors.size(),
+               group->model_name, host, *bound, model::compute_backend_description());
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
