@@ -36,11 +36,11 @@ struct live_request {
 /// exactly one end whichever arrived first.
 sink_actor::behavior_type sink_guard(sink_actor::pointer self, sink_actor sink) {
   return {
-    [=](token_chunk& chunk) { self->send(sink, std::move(chunk)); },
-    [=](request_result& result) {
-      self->send(sink, std::move(result));
-      self->quit();
-    },
+      [=](token_chunk& chunk) { self->send(sink, std::move(chunk)); },
+      [=](request_result& result) {
+        self->send(sink, std::move(result));
+        self->quit();
+      },
   };
 }
 
@@ -67,6 +67,8 @@ struct batcher_state {
   uint64_t timer_generation = 0;
   stamp timer_at = 0;
   timing_batch pending_timings;
+  /// The queue depth the metrics actor last heard.
+  size_t reported_depth = 0;
 };
 
 using batcher_pointer = batcher_actor::stateful_pointer<batcher_state>;
@@ -85,14 +87,7 @@ void end_here(batcher_pointer self, request_id id, outcome how, ec code, std::st
   auto it = st.live.find(id);
   if (it == st.live.end()) return;
   auto result = make_failure(id, how, code, std::move(message), times, prompt_tokens);
-  pipeline::request_timing t;
-  t.outcome = how;
-  t.arrival = to_time_point(times.arrival);
-  if (times.tokenized) t.tokenized = to_time_point(times.tokenized);
-  if (times.queued) t.queued = to_time_point(times.queued);
-  t.finished = to_time_point(result.times.finished);
-  t.prompt_tokens = size_t(prompt_tokens);
-  st.pending_timings.requests.push_back(std::move(t));
+  st.pending_timings.requests.push_back(timing_of(result));
   self->send(it->second.guard ? it->second.guard : it->second.sink, std::move(result));
   st.live.erase(it);
 }
@@ -136,7 +131,12 @@ void dispatch(batcher_pointer self) {
     e.sent += items.size();
     self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());
   }
-  self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"}, double(st.queue->size()));
+  // The gauge only when it changed: dispatch runs for every request and every pull.
+  if (st.queue->size() != st.reported_depth) {
+    st.reported_depth = st.queue->size();
+    self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"},
+               double(st.reported_depth));
+  }
   flush_timings(self);
   arm_timer(self);
 }

@@ -155,22 +155,13 @@ class llama_torch final : public causal_lm {
   }
 
  private:
-  template <class SlotOf>
-  void fill_cache_rows(int64_t n, SlotOf slot_of) {
-    const int64_t kvh = shape_.n_kv_heads;
-    auto* rows = ws_cache_rows_.data_ptr<int64_t>();
-    const auto* pos = ws_positions_.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t kh = 0; kh < kvh; ++kh)
-        rows[i * kvh + kh] = (slot_of(i) * kvh + kh) * context_ + pos[i];
-  }
-
   void prefill_pass(const std::vector<prefill_item>& items, size_t first, size_t last, int64_t n) {
     auto* tok = ws_tokens_.data_ptr<int64_t>();
     auto* pos = ws_positions_.data_ptr<int64_t>();
     auto* lastrow = ws_last_.data_ptr<int64_t>();
     auto* slot = ws_slots_.data_ptr<int64_t>();
-    item_of_.resize(static_cast<size_t>(n));
+    auto* cache_rows = ws_cache_rows_.data_ptr<int64_t>();
+    const int64_t kvh = shape_.n_kv_heads;
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
       const auto& it = items[i];
@@ -180,12 +171,13 @@ class llama_torch final : public causal_lm {
         tok[row] = it.tokens[t];
         pos[row] = it.start + t;
         slot[row] = by_rows ? it.slot : -1;
-        item_of_[row] = static_cast<int64_t>(i);
+        // The cache row of (slot, kv head, position) for each kv head.
+        for (int64_t kh = 0; kh < kvh; ++kh)
+          cache_rows[row * kvh + kh] = (int64_t{it.slot} * kvh + kh) * context_ + pos[row];
       }
       const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
       lastrow[i - first] = row - it.count + at;
     }
-    fill_cache_rows(n, [&](int64_t r) { return items[item_of_[r]].slot; });
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       rows_attention(layer, n, q, out);
       int64_t offset = 0;
@@ -593,7 +585,6 @@ class llama_torch final : public causal_lm {
   std::string device_;
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
-  std::vector<int64_t> item_of_;
   std::vector<prefill_item> decode_as_prefill_;
   // Prompts reaching past this position attend through matrix products instead of the row loop,
   // whose cost grows with the square of the length.

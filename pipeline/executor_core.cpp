@@ -37,6 +37,9 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                          int32_t(req.prompt.size())));
       continue;
     }
+    const auto& p = req.params;
+    model::sampler sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
+    model::stop_string_matcher stops{p.stop};
     auto s = std::make_unique<sequence>(sequence{std::move(req),
                                                  free_slots_.back(),
                                                  0,
@@ -44,14 +47,11 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  0,
                                                  false,
                                                  false,
-                                                 model::sampler{model::sampling_params{}},
+                                                 std::move(sampler),
                                                  model::incremental_detokenizer{tokenizer_},
-                                                 model::stop_string_matcher{{}},
+                                                 std::move(stops),
                                                  {}});
     free_slots_.pop_back();
-    const auto& p = s->req.params;
-    s->sampler = model::sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
-    s->stops = model::stop_string_matcher{p.stop};
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
   }
@@ -201,23 +201,13 @@ void executor_core::finish(sequence& s, outcome how, finish_reason reason, ec co
   r.completion_tokens = s.generated;
   r.times = s.req.times;
   r.times.finished = now_stamp();
+  // Text still held back (an incomplete character, a possible stop string) ends the answer,
+  // unless a stop string matched: then what follows it is dropped.
   if (how == outcome::finished && !s.stops.stopped()) {
     r.tail = s.stops.push(s.detokenizer.flush());
     r.tail += s.stops.flush();
-  } else if (how == outcome::finished) {
-    s.detokenizer.flush();
   }
-  request_timing t;
-  t.outcome = how;
-  t.reason = reason;
-  t.arrival = to_time_point(r.times.arrival);
-  if (r.times.tokenized) t.tokenized = to_time_point(r.times.tokenized);
-  if (r.times.queued) t.queued = to_time_point(r.times.queued);
-  if (r.times.admitted) t.admitted = to_time_point(r.times.admitted);
-  if (r.times.first_token) t.first_token = to_time_point(r.times.first_token);
-  t.finished = to_time_point(r.times.finished);
-  t.prompt_tokens = size_t(r.prompt_tokens);
-  t.output_tokens = size_t(r.completion_tokens);
+  request_timing t = timing_of(r);
   t.token_times = std::move(s.token_times);
   out.request_timings.push_back(std::move(t));
   out.results.push_back(std::move(r));

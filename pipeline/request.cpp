@@ -2,6 +2,21 @@
 
 namespace conveyor {
 
+pipeline::request_timing timing_of(const request_result& r) {
+  pipeline::request_timing t;
+  t.outcome = r.how;
+  t.reason = r.reason;
+  t.arrival = to_time_point(r.times.arrival);
+  if (r.times.tokenized) t.tokenized = to_time_point(r.times.tokenized);
+  if (r.times.queued) t.queued = to_time_point(r.times.queued);
+  if (r.times.admitted) t.admitted = to_time_point(r.times.admitted);
+  if (r.times.first_token) t.first_token = to_time_point(r.times.first_token);
+  t.finished = to_time_point(r.times.finished);
+  t.prompt_tokens = size_t(r.prompt_tokens);
+  t.output_tokens = size_t(r.completion_tokens);
+  return t;
+}
+
 request_result make_failure(request_id id, outcome how, ec code, std::string message,
                             const request_times& times, int32_t prompt_tokens,
                             int32_t completion_tokens) {

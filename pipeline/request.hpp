@@ -156,6 +156,9 @@ typename Inspector::result_type inspect(Inspector& f, request_result& x) {
            x.prompt_tokens, x.completion_tokens, x.times, x.tail);
 }
 
+/// The timing event of a request's end, from the stamps and counts of its result.
+pipeline::request_timing timing_of(const request_result& r);
+
 /// Builds the final message of a request that ends without finishing.
 request_result make_failure(request_id id, outcome how, ec code, std::string message,
                             const request_times& times, int32_t prompt_tokens = 0,
