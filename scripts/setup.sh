@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what Conveyor needs on Debian 12 (only what is missing), selects OpenBLAS, and builds.
 #   scripts/setup.sh            build the programs (build/)
-#   scripts/setup.sh --tests    also what the test suite needs (GoogleTest, curl, the openai
-#                               npm package in tools/)
+#   scripts/setup.sh --tests    also what the test suite needs (GoogleTest, curl, and the
+#                               openai Python package from PyPI in the virtual environment
+#                               tools/venv, pinned in tools/requirements-tests.txt)
+# Packages come from Debian's archive only, except that one test client from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,11 +19,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# The test clients: any curl, node and npm on the PATH will do (Node.js may come from elsewhere).
+# The test clients: curl, and Debian's python3 with venv for the openai package.
 if [ $with_tests = 1 ]; then
-  command -v curl >/dev/null || missing+=(curl)
-  command -v node >/dev/null || missing+=(nodejs)
-  command -v npm >/dev/null || missing+=(npm)
+  for p in curl python3 python3-venv; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
@@ -44,9 +46,14 @@ case "$blas" in
     ;;
 esac
 
-if [ $with_tests = 1 ] && [ ! -d tools/node_modules/openai ]; then
-  echo "setup: installing the openai npm package into tools/" >&2
-  (cd tools && npm install --no-audit --no-fund --loglevel=error >&2)
+# The venv is made anew when the pinned requirements change (their copy is kept inside it).
+if [ $with_tests = 1 ] && ! cmp -s tools/requirements-tests.txt tools/venv/requirements-tests.txt
+then
+  echo "setup: installing tools/requirements-tests.txt from PyPI into tools/venv" >&2
+  rm -rf tools/venv
+  /usr/bin/python3 -m venv tools/venv
+  tools/venv/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-tests.txt >&2
+  cp tools/requirements-tests.txt tools/venv/requirements-tests.txt
 fi
 
 # Paths relative to the checkout, so that ccache hits across clones in other folders.

@@ -1,5 +1,5 @@
 // Clients that nobody here wrote get the reference text: curl (whole and streamed) and the
-// official `openai` npm package.
+// official `openai` Python package (tools/venv, pinned in tools/requirements-tests.txt).
 #include <gtest/gtest.h>
 
 #include "tests/e2e/conveyor_process.hpp"
@@ -46,29 +46,94 @@ TEST(e2e_clients, curl_whole_and_streamed) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-TEST(e2e_clients, openai_npm_package_whole_and_streamed) {
-  // Missing tools fail the test: scripts/setup.sh --tests installs them.
-  ASSERT_EQ(run_shell("command -v node >/dev/null").status, 0)
-      << "node is missing: run scripts/setup.sh --tests";
-  ASSERT_EQ(
-      run_shell("test -f " CONVEYOR_SOURCE_DIR "/tools/node_modules/openai/package.json").status, 0)
-      << "the openai npm package is missing in tools/node_modules: run scripts/setup.sh --tests";
+// Runs tests/e2e/openai_client.py SCENARIO with the `openai` Python package of tools/venv
+// against `server`; its JSON output.
+json run_openai_client(const conveyor_process& server, const std::string& scenario) {
+  auto run = run_shell(shell_quote(CONVEYOR_TEST_PYTHON) + " " CONVEYOR_SOURCE_DIR
+                       "/tests/e2e/openai_client.py " + shell_quote(server.url() + "/v1") + " " +
+                       scenario + " 2>&1");
+  EXPECT_EQ(run.status, 0) << run.out;
+  auto result = json::parse(run.out, nullptr, false);
+  EXPECT_TRUE(result.is_object()) << run.out;
+  return result;
+}
+
+// What the client raised: its exception class, the status and the error body's fields.
+json raised(const std::string& exception_class, int status, const std::string& type,
+            const json& param, const std::string& code, const std::string& message) {
+  return json{{"class", exception_class}, {"status", status}, {"type", type},
+              {"param", param},           {"code", code},     {"message", message}};
+}
+
+class e2e_openai_python : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A missing client fails the test: scripts/setup.sh --tests installs it.
+    ASSERT_EQ(run_shell(shell_quote(CONVEYOR_TEST_PYTHON) + " -c 'import openai' 2>&1").status, 0)
+        << "the openai Python package is missing in " CONVEYOR_TEST_PYTHON
+           ": run scripts/setup.sh --tests";
+  }
+};
+
+TEST_F(e2e_openai_python, whole_and_streamed) {
   conveyor_process server{{}};
   ASSERT_TRUE(server.ok()) << server.error();
-
-  auto run = run_shell("node " CONVEYOR_SOURCE_DIR "/tests/e2e/openai_client.mjs " +
-                       shell_quote(server.url() + "/v1") + " 2>&1");
-  ASSERT_EQ(run.status, 0) << run.out;
-  const auto result = json::parse(run.out, nullptr, false);
-  ASSERT_TRUE(result.is_object()) << run.out;
+  const auto result = run_openai_client(server, "completions");
+  EXPECT_EQ(result["version"], "3.57.0") << "tools/requirements-tests.txt pins this version";
   EXPECT_EQ(result["whole"]["text"], expected_once_upon_a_time());
   EXPECT_EQ(result["whole"]["finish_reason"], "length");
   EXPECT_EQ(result["whole"]["model"], "stories260K");
-  EXPECT_EQ(result["whole"]["usage"],
-            (json{{"prompt_tokens", 5}, {"completion_tokens", 60}, {"total_tokens", 65}}));
+  EXPECT_EQ(result["whole"]["object"], "text_completion");
+  EXPECT_EQ(result["whole"]["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(result["whole"]["usage"]["completion_tokens"], 60);
+  EXPECT_EQ(result["whole"]["usage"]["total_tokens"], 65);
   EXPECT_EQ(result["stream"]["text"], expected_once_upon_a_time());
   EXPECT_EQ(result["stream"]["finish_reason"], "length");
-  EXPECT_GE(result["stream"]["chunks"], 2);
+  // One event per token and the closing one with the finish reason.
+  EXPECT_EQ(result["stream"]["chunks"], 61);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST_F(e2e_openai_python, invalid_requests_raise_bad_request_and_not_found) {
+  conveyor_process server{{}};
+  ASSERT_TRUE(server.ok()) << server.error();
+  const auto result = run_openai_client(server, "bad-requests");
+  EXPECT_EQ(result["temperature"],
+            raised("BadRequestError", 400, "invalid_request_error", "temperature", "bad_request",
+                   "'temperature' must be between 0 and 2, got 5.5"));
+  EXPECT_EQ(result["max_tokens_type"],
+            raised("BadRequestError", 400, "invalid_request_error", "max_tokens", "bad_request",
+                   "'max_tokens' must be an integer, got string"));
+  EXPECT_EQ(result["prompt_too_long"],
+            raised("BadRequestError", 400, "invalid_request_error", nullptr, "prompt_too_long",
+                   "the prompt has 5 tokens and max_tokens is 600: together 605, more than the "
+                   "context of 512 tokens"));
+  EXPECT_EQ(result["unknown_endpoint"],
+            raised("NotFoundError", 404, "invalid_request_error", nullptr, "not_found",
+                   "no such endpoint: /v1/models/no-such-model"));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST_F(e2e_openai_python, deadline_raises_504_and_full_queue_raises_rate_limit) {
+  conveyor_process server{one_slot_args()};
+  ASSERT_TRUE(server.ok()) << server.error();
+  // The only slot is busy: a request with a deadline of 1 ms expires in the queue.
+  auto running = open_stream(server.port(), stream_body(480));
+  ASSERT_TRUE(running);
+  EXPECT_EQ(run_openai_client(server, "expire")["expired"],
+            raised("InternalServerError", 504, "timeout_error", nullptr, "expired",
+                   "deadline passed while waiting in the queue"));
+  // Another request fills the queue of one; the client's next one is refused at once.
+  test_client waiting{server.port()};
+  ASSERT_TRUE(waiting.send_request("POST", "/v1/completions", stream_body(480)));
+  for (auto t0 = std::chrono::steady_clock::now();
+       metric_value(server.metrics(), "conveyor_queue_depth") != 1;)
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds{10}) << server.metrics();
+  EXPECT_EQ(run_openai_client(server, "queue-full")["queue_full"],
+            raised("RateLimitError", 429, "rate_limit_error", nullptr, "rejected_queue_full",
+                   "queue full: 1 requests waiting (max 1)"));
+  waiting.close();
+  running->close();
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
