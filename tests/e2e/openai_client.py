@@ -7,8 +7,9 @@ Usage: python openai_client.py BASE_URL SCENARIO
   BASE_URL  e.g. http://127.0.0.1:PORT/v1
   SCENARIO  completions   one whole and one streamed greedy completion of "Once upon a time"
             bad-requests  requests the server refuses as invalid (400) or unknown (404)
-            expire        a request whose deadline passes in the queue (504)
-            queue-full    a request refused because the queue is full (429)
+            busy          on a server with one slot and a queue of one: a request whose
+                          deadline passes in the queue (504), one refused because the queue
+                          is full (429)
 Prints one JSON object on stdout; exits 2 when the package is missing, 1 on wrong usage.
 Errors are reported as the client's own exception class, status, code, param and message, so
 the test checks what an application using the package would see.
@@ -16,6 +17,9 @@ the test checks what an application using the package would see.
 
 import json
 import sys
+import threading
+import time
+import urllib.request
 
 try:
     import openai
@@ -79,19 +83,39 @@ def bad_requests(client):
     }
 
 
-def expire(client):
-    return {"expired": refusal(lambda: client.completions.create(
-        model=served_model(client), prompt="Once upon a time", max_tokens=4,
-        extra_body={"timeout": 0.001}))}
+def metrics(url):
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return reply.read().decode()
 
 
-def queue_full(client):
-    return {"queue_full": refusal(lambda: client.completions.create(
-        model=served_model(client), prompt="Once upon a time", max_tokens=4))}
+def busy(client, base_url):
+    """On a server with one slot and a queue of one: a request whose deadline passes in the
+    queue (504), then one that finds the queue full (429). The requests that occupy the slot and
+    the queue are sent from here too, so that the refusals follow them within milliseconds."""
+    model = served_model(client)
+    holder = client.completions.create(model=model, prompt="Once upon a time", max_tokens=480,
+                                       temperature=0, stream=True)
+    holder_chunks = iter(holder)
+    next(holder_chunks)  # the first token came: the request holds the only slot
+    expired = refusal(lambda: client.completions.create(
+        model=model, prompt="Once upon a time", max_tokens=4, extra_body={"timeout": 0.001}))
+    waiting = threading.Thread(target=lambda: client.completions.create(
+        model=model, prompt="Once upon a time", max_tokens=4))
+    waiting.start()
+    metrics_url = base_url.rsplit("/v1", 1)[0] + "/metrics"
+    give_up = time.monotonic() + 60
+    while "\nconveyor_queue_depth 1\n" not in metrics(metrics_url):
+        if time.monotonic() > give_up:
+            raise RuntimeError("the request sent to wait in the queue never got there")
+        time.sleep(0.01)
+    queue_full = refusal(lambda: client.completions.create(
+        model=model, prompt="Once upon a time", max_tokens=4))
+    holder.close()  # the server cancels it; the waiting request takes the slot and finishes
+    waiting.join()
+    return {"expired": expired, "queue_full": queue_full}
 
 
-SCENARIOS = {"completions": completions, "bad-requests": bad_requests, "expire": expire,
-             "queue-full": queue_full}
+SCENARIOS = {"completions": completions, "bad-requests": bad_requests, "busy": busy}
 
 
 def main(argv):
@@ -100,7 +124,9 @@ def main(argv):
         return 1
     # No retries: a refusal must reach the test as the first answer, not be retried away.
     client = openai.OpenAI(base_url=argv[1], api_key="unused", max_retries=0, timeout=60)
-    print(json.dumps(SCENARIOS[argv[2]](client)))
+    scenario = SCENARIOS[argv[2]]
+    args = (client, argv[1]) if scenario is busy else (client,)
+    print(json.dumps(scenario(*args)))
     return 0
 
 
