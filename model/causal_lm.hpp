@@ -12,6 +12,16 @@
 
 namespace conveyor::model {
 
+/// Which implementation computes a Llama network.
+enum class llama_network {
+  /// Plain loops on "cpu", torch operations on a GPU.
+  automatic,
+  /// Plain loops between matrix products: the fast network of the CPU ("cpu" only).
+  loops,
+  /// Torch operations: the network of every device, "cpu" included.
+  torch_ops,
+};
+
 /// How a model instance is laid out in memory.
 struct runtime_options {
   /// KV-cache slots: the most sequences that can be in flight at once.
@@ -24,6 +34,11 @@ struct runtime_options {
   std::string device = "cpu";
   /// Seed of synthetic weights.
   uint64_t seed = 0;
+  /// Which implementation computes the network.
+  llama_network network = llama_network::automatic;
+  /// Capture the decode step of each batch-size bucket as a CUDA graph (on a GPU, in a build
+  /// with CONVEYOR_CUDA_GRAPHS).
+  bool cuda_graphs = true;
 };
 
 /// One sequence's part of a prefill: `count` tokens written into `slot` from position `start`.

@@ -1,5 +1,7 @@
-// The Llama network in libtorch: RMSNorm, rotary embedding, grouped-query attention, SwiGLU,
-// over a KV cache reserved once. The only file of model/ that includes torch for the network.
+// The Llama network of the CPU in plain loops between libtorch's matrix products: RMSNorm,
+// rotary embedding, grouped-query attention, SwiGLU, over a KV cache reserved once. For a small
+// model on a CPU the dispatch of many small torch operations costs more than their arithmetic;
+// the network of torch operations for any device is model/llama_ops.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,12 +13,12 @@
 #include <c10/core/InferenceMode.h>
 
 #include "model/causal_lm.hpp"
+#include "model/forward_pass.hpp"
+#include "model/llama_layout.hpp"
 
 namespace conveyor::model {
 
 namespace {
-
-constexpr float rms_eps = 1e-5f;
 
 // The eight-wide vector helpers below are internal (inlined, never called across a library
 // boundary), so the ABI note GCC gives for vector returns without AVX does not apply.
@@ -30,58 +32,19 @@ constexpr float rms_eps = 1e-5f;
 #define CONVEYOR_VECTOR_CLONES
 #endif
 
-at::Tensor from_floats(const float* data, std::vector<int64_t> sizes) {
-  return at::from_blob(const_cast<float*>(data), sizes, at::kFloat).clone();
-}
-
-// Per-layer weights, each matrix stored transposed ([in, out]) so that y = x W^T is one mm.
-struct layer_weights {
-  at::Tensor rms_att;  // [dim]
-  at::Tensor wqkv_t;   // [dim, dim + 2 kv_dim]
-  at::Tensor wo_t;     // [dim, dim]
-  at::Tensor rms_ffn;  // [dim]
-  at::Tensor w13_t;    // [dim, 2 hidden]
-  at::Tensor w2_t;     // [hidden, dim]
-};
-
-class llama_torch final : public causal_lm {
+class llama_loops final : public causal_lm {
  public:
-  llama_torch(const llama_weights& w, const runtime_options& opt, int32_t context)
+  llama_loops(const llama_weights& w, const runtime_options& opt, int32_t context)
       : shape_(w.shape),
         slots_(opt.slots),
         context_(context),
         synthetic_(w.synthetic),
-        device_(opt.device) {
+        device_(opt.device),
+        weights_(lay_out_llama(w, context)) {
     c10::InferenceMode guard;
     const auto& s = shape_;
     const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
-    embedding_ = from_floats(w.token_embedding.data(), {v, d});
-    for (int32_t l = 0; l < s.n_layers; ++l) {
-      layer_weights lw;
-      lw.rms_att = from_floats(w.rms_att.data() + l * d, {d});
-      auto wq = at::from_blob(const_cast<float*>(w.wq.data() + l * d * d), {d, d});
-      auto wk = at::from_blob(const_cast<float*>(w.wk.data() + l * kv * d), {kv, d});
-      auto wv = at::from_blob(const_cast<float*>(w.wv.data() + l * kv * d), {kv, d});
-      // RMSNorm's weight scales the inputs of the matrix that follows it: folded into its rows.
-      lw.wqkv_t = at::cat({wq, wk, wv}, 0).t().contiguous().mul_(lw.rms_att.unsqueeze(1));
-      lw.wo_t = at::from_blob(const_cast<float*>(w.wo.data() + l * d * d), {d, d}).t().contiguous();
-      lw.rms_ffn = from_floats(w.rms_ffn.data() + l * d, {d});
-      auto w1 = at::from_blob(const_cast<float*>(w.w1.data() + l * h * d), {h, d});
-      auto w3 = at::from_blob(const_cast<float*>(w.w3.data() + l * h * d), {h, d});
-      lw.w13_t = at::cat({w1, w3}, 0).t().contiguous().mul_(lw.rms_ffn.unsqueeze(1));
-      lw.w2_t = at::from_blob(const_cast<float*>(w.w2.data() + l * d * h), {d, h}).t().contiguous();
-      layers_.push_back(std::move(lw));
-    }
-    rms_final_ = from_floats(w.rms_final.data(), {d});
-    wcls_t_ =
-        from_floats(w.classifier().data(), {v, d}).t().contiguous().mul_(rms_final_.unsqueeze(1));
-
-    // Rotary tables: angle = pos * 10000^(-i / head_size) for even i.
     const int64_t hs = s.head_size();
-    auto inv_freq = at::pow(10000.0, -at::arange(0, hs, 2, at::kDouble) / static_cast<double>(hs));
-    auto angles = at::outer(at::arange(context_, at::kDouble), inv_freq);
-    cos_ = angles.cos().to(at::kFloat).contiguous();  // [context, hs/2]
-    sin_ = angles.sin().to(at::kFloat).contiguous();
 
     // The KV cache, [layer][slot, kv_head, position, head] flattened to rows of head_size.
     // Keys are stored transposed, [slot, kv_head, head element, position], so that the scores of
@@ -124,25 +87,16 @@ class llama_torch final : public causal_lm {
     os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
        << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
        << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on " << device_
-       << ", " << slots_ << " slots x " << context_ << " tokens, KV cache "
+       << " (plain loops), " << slots_ << " slots x " << context_ << " tokens, KV cache "
        << kv_cache_bytes() / (1024 * 1024) << " MiB";
     return os.str();
   }
 
   logits_view prefill(const std::vector<prefill_item>& items) override {
     c10::InferenceMode guard;
-    // Group items into passes of at most capacity_ tokens; each item fits alone since
-    // capacity_ >= context_.
+    // Each item fits in a pass alone since capacity_ >= context_.
     rows_out_ = 0;
-    size_t first = 0;
-    while (first < items.size()) {
-      size_t last = first;
-      int64_t tokens = 0;
-      while (last < items.size() && tokens + items[last].count <= capacity_)
-        tokens += items[last++].count;
-      prefill_pass(items, first, last, tokens);
-      first = last;
-    }
+    for_each_pass(items, capacity_, [&](const forward_pass& pass) { prefill_pass(items, pass); });
     return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(items.size()), shape_.vocab_size};
   }
 
@@ -155,28 +109,19 @@ class llama_torch final : public causal_lm {
   }
 
  private:
-  void prefill_pass(const std::vector<prefill_item>& items, size_t first, size_t last, int64_t n) {
-    auto* tok = ws_tokens_.data_ptr<int64_t>();
-    auto* pos = ws_positions_.data_ptr<int64_t>();
-    auto* lastrow = ws_last_.data_ptr<int64_t>();
+  void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
+    const size_t first = pass.first, last = pass.last;
+    const int64_t n = pass.tokens;
     auto* slot = ws_slots_.data_ptr<int64_t>();
-    auto* cache_rows = ws_cache_rows_.data_ptr<int64_t>();
-    const int64_t kvh = shape_.n_kv_heads;
+    lay_out_rows(items, pass, shape_.n_kv_heads, context_,
+                 {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
+                  ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(), slot});
+    // Short prompts go through the row loop; long ones through matrix products (slot -1 here).
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
-      const auto& it = items[i];
-      // Short prompts go through the row loop; long ones through matrix products (-1).
-      const bool by_rows = it.start + it.count <= rows_attention_limit;
-      for (int32_t t = 0; t < it.count; ++t, ++row) {
-        tok[row] = it.tokens[t];
-        pos[row] = it.start + t;
-        slot[row] = by_rows ? it.slot : -1;
-        // The cache row of (slot, kv head, position) for each kv head.
-        for (int64_t kh = 0; kh < kvh; ++kh)
-          cache_rows[row * kvh + kh] = (int64_t{it.slot} * kvh + kh) * context_ + pos[row];
-      }
-      const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
-      lastrow[i - first] = row - it.count + at;
+      const bool by_rows = items[i].start + items[i].count <= rows_attention_limit;
+      for (int32_t t = 0; t < items[i].count; ++t, ++row)
+        if (!by_rows) slot[row] = -1;
     }
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       rows_attention(layer, n, q, out);
@@ -206,7 +151,7 @@ class llama_torch final : public causal_lm {
     // torch operations cost more than their arithmetic.
     embed(x, n);
     for (int32_t l = 0; l < sh.n_layers; ++l) {
-      const auto& lw = layers_[l];
+      const auto& lw = weights_.layers[l];
       rmsnorm(xb, x, n);
       at::mm_out(qkv, xb, lw.wqkv_t);
       // Queries and keys share the rotary tables: one pass over both, into qk = [q | k].
@@ -225,7 +170,7 @@ class llama_torch final : public causal_lm {
   void embed(at::Tensor& x, int64_t n) {
     const int64_t d = shape_.dim;
     const auto* tok = ws_tokens_.data_ptr<int64_t>();
-    const float* table = embedding_.data_ptr<float>();
+    const float* table = weights_.embedding.data_ptr<float>();
     float* out = x.data_ptr<float>();
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(out + i * d, table + tok[i] * d, size_t(d) * sizeof(float));
@@ -249,7 +194,7 @@ class llama_torch final : public causal_lm {
         const float* x = src + i * d;
         float ss = 0.0f;
         for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
-        const float inv = 1.0f / std::sqrt(ss / float(d) + rms_eps);
+        const float inv = 1.0f / std::sqrt(ss / float(d) + llama_rms_eps);
         float* y = dst + i * d;
         for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv;
       }
@@ -263,8 +208,8 @@ class llama_torch final : public causal_lm {
     const int64_t src_stride = src.stride(0);
     const float* in = src.data_ptr<float>();
     float* out = dst.data_ptr<float>();
-    const float* cos_table = cos_.data_ptr<float>();
-    const float* sin_table = sin_.data_ptr<float>();
+    const float* cos_table = weights_.cos.data_ptr<float>();
+    const float* sin_table = weights_.sin.data_ptr<float>();
     const auto* pos = ws_positions_.data_ptr<int64_t>();
     over_rows(n, width, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -308,7 +253,7 @@ class llama_torch final : public causal_lm {
     auto xfn = ws_xfn_.narrow(0, 0, m);
     rmsnorm(xfn, ws_xf_, m);
     auto out = ws_logits_.narrow(0, offset, m);
-    at::mm_out(out, xfn, wcls_t_);
+    at::mm_out(out, xfn, weights_.wcls_t);
   }
 
   // Causal attention of one prompt's tokens over its slot's cache.
@@ -589,49 +534,19 @@ class llama_torch final : public causal_lm {
   // Prompts reaching past this position attend through matrix products instead of the row loop,
   // whose cost grows with the square of the length.
   static constexpr int64_t rows_attention_limit = 256;
-  at::Tensor embedding_, rms_final_, wcls_t_, cos_, sin_, k_cache_, v_cache_;
-  std::vector<layer_weights> layers_;
+  llama_tensors weights_;
+  at::Tensor k_cache_, v_cache_;
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
       ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_, ws_slots_;
 };
 
 }  // namespace
 
-#if defined(CONVEYOR_WITH_CUDA)
-// model/llama_cuda.cpp
-expected<std::unique_ptr<causal_lm>> make_llama_cuda(const llama_weights& weights,
-                                                     const runtime_options& options,
-                                                     int32_t context);
-#endif
-
-int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context) {
-  return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
-         static_cast<int64_t>(sizeof(float));
-}
-
-expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
-                                                const runtime_options& options) {
-  const auto& s = weights.shape;
-  if (options.slots < 1)
-    return make_error(ec::bad_config,
-                      "slots must be at least 1, got " + std::to_string(options.slots));
-  const int32_t context = options.context == 0 ? s.seq_len : options.context;
-  if (context < 1 || context > s.seq_len)
-    return make_error(ec::bad_config, "context must be between 1 and the model's seq_len " +
-                                          std::to_string(s.seq_len) + ", got " +
-                                          std::to_string(options.context));
-  if (options.max_batched_tokens < 1)
-    return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
-  if (options.device != "cpu") {
-#if defined(CONVEYOR_WITH_CUDA)
-    return make_llama_cuda(weights, options, context);
-#else
-    return make_error(ec::bad_config, "device '" + options.device +
-                                          "' is not available: this libtorch build has no CUDA");
-#endif
-  }
+expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_weights& weights,
+                                                      const runtime_options& options,
+                                                      int32_t context) {
   try {
-    std::unique_ptr<causal_lm> result = std::make_unique<llama_torch>(weights, options, context);
+    std::unique_ptr<causal_lm> result = std::make_unique<llama_loops>(weights, options, context);
     return result;
   } catch (const std::exception& e) {
     return make_error(ec::model_failure, std::string{"cannot build the model: "} + e.what());

@@ -1,4 +1,5 @@
-// The Llama runtime against run.c's expected output and a plain reference, alone and in batches.
+// The Llama networks (the CPU's plain loops and the torch operations of every device, run on the
+// CPU here) against run.c's expected output and a plain reference, alone and in batches.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,13 @@
 
 using namespace conveyor;
 using namespace conveyor::model;
+
+namespace conveyor::model {
+// How GoogleTest names the network in a test's parameter.
+void PrintTo(llama_network network, std::ostream* os) {
+  *os << (network == llama_network::loops ? "plain loops" : "torch operations");
+}
+}  // namespace conveyor::model
 
 namespace {
 
@@ -105,9 +113,10 @@ class reference_llama {
   std::vector<float> kc_, vc_;
 };
 
-std::unique_ptr<causal_lm> load_stories(int32_t slots = 16) {
+std::unique_ptr<causal_lm> load_stories(int32_t slots, llama_network network) {
   runtime_options opt;
   opt.slots = slots;
+  opt.network = network;
   auto m = load_model(test::stories_model(), opt);
   if (!m) ADD_FAILURE() << message_of(m.error());
   return std::move(*m);
@@ -167,23 +176,34 @@ struct greedy_batch {
   }
 };
 
+// Every test below runs on both networks.
+class llama_networks : public ::testing::TestWithParam<llama_network> {};
+
+std::string network_name(const ::testing::TestParamInfo<llama_network>& info) {
+  return info.param == llama_network::loops ? "plain_loops" : "torch_ops";
+}
+
 }  // namespace
 
-TEST(llama, greedy_matches_run_c_alone) {
+INSTANTIATE_TEST_SUITE_P(llama, llama_networks,
+                         ::testing::Values(llama_network::loops, llama_network::torch_ops),
+                         network_name);
+
+TEST_P(llama_networks, greedy_matches_run_c_alone) {
   auto expected = test::load_expected_run();
   ASSERT_EQ(expected.prompt, (std::vector<int32_t>{1, 403, 407, 261, 378}));
   ASSERT_EQ(expected.sequence.size(), 65u);
-  auto model = load_stories(1);
+  auto model = load_stories(1, GetParam());
   greedy_batch b{*model, {}};
   b.join(0, 0, {expected.prompt}, {0}, {0}, 60);
   for (int i = 0; i < 59; ++i) b.step();
   EXPECT_EQ(b.running[0].out, expected.generated());
 }
 
-TEST(llama, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_slot) {
+TEST_P(llama_networks, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_slot) {
   auto expected = test::load_expected_run();
   for (int32_t target_slot : {0, 3, 7}) {
-    auto model = load_stories(8);
+    auto model = load_stories(8, GetParam());
     std::vector<std::vector<int32_t>> prompts;
     std::vector<int> ids;
     std::vector<int32_t> slots;
@@ -205,9 +225,9 @@ TEST(llama, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_slot) {
   }
 }
 
-TEST(llama, greedy_matches_while_sequences_join_and_leave) {
+TEST_P(llama_networks, greedy_matches_while_sequences_join_and_leave) {
   auto expected = test::load_expected_run();
-  auto model = load_stories(6);
+  auto model = load_stories(6, GetParam());
   greedy_batch b{*model, {}};
   // Two sequences run first; the target joins later into slot 4 while others come and go.
   b.join(0, 0, {filler_prompt(17, 1), filler_prompt(40, 2)}, {10, 11}, {0, 1}, 12);
@@ -243,15 +263,17 @@ TEST(llama, greedy_matches_while_sequences_join_and_leave) {
 
 namespace {
 
+// Prefills the first `prefix` tokens into slot 2, decodes the rest one at a time, and compares
+// the logits at the positions `check_at` with the reference's.
 void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& tokens,
-                            const std::vector<int32_t>& check_at) {
+                            const std::vector<int32_t>& check_at, llama_network network,
+                            int32_t prefix = 5) {
   runtime_options opt;
   opt.slots = 3;
+  opt.network = network;
   auto model = make_llama(w, opt);
   ASSERT_TRUE(model) << message_of(model.error());
   reference_llama ref(w);
-  // Prefill all but the last token in slot 2, then decode the rest one at a time.
-  const int32_t prefix = 5;
   std::vector<std::vector<float>> expected;
   for (int32_t p = 0; p < int32_t(tokens.size()); ++p)
     expected.push_back(ref.forward(tokens[p], p));
@@ -275,19 +297,103 @@ void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& 
 
 }  // namespace
 
-TEST(llama, logits_agree_with_plain_reference_stories260k) {
+TEST_P(llama_networks, logits_agree_with_plain_reference_stories260k) {
   auto w = load_llama2c_checkpoint(test::stories_model());
   ASSERT_TRUE(w) << message_of(w.error());
   auto run = test::load_expected_run();
   std::vector<int32_t> tokens(run.sequence.begin(), run.sequence.begin() + 40);
-  compare_with_reference(*w, tokens, {4, 6, 5, 10, 20, 39});
+  compare_with_reference(*w, tokens, {4, 6, 5, 10, 20, 39}, GetParam());
 }
 
-TEST(llama, logits_agree_with_plain_reference_synthetic) {
+TEST_P(llama_networks, logits_agree_with_plain_reference_synthetic) {
   auto w = make_synthetic_weights("s15m", 7);
   ASSERT_TRUE(w) << message_of(w.error());
   std::vector<int32_t> tokens = filler_prompt(24, 9);
-  compare_with_reference(*w, tokens, {4, 6, 8, 15, 23});
+  compare_with_reference(*w, tokens, {4, 6, 8, 15, 23}, GetParam());
+}
+
+// Past 256 positions a prompt attends through matrix products in the plain-loop network (its
+// row loop stops there), and decode steps read a cache longer than 256.
+TEST_P(llama_networks, logits_agree_with_plain_reference_past_256_positions_stories260k) {
+  auto w = load_llama2c_checkpoint(test::stories_model());
+  ASSERT_TRUE(w) << message_of(w.error());
+  compare_with_reference(*w, filler_prompt(330, 11), {259, 299, 300, 317, 329}, GetParam(),
+                         /*prefix=*/300);
+  // A prompt that ends just past 256 and decodes on from there.
+  compare_with_reference(*w, filler_prompt(275, 12), {257, 258, 266, 274}, GetParam(),
+                         /*prefix=*/258);
+}
+
+TEST_P(llama_networks, logits_agree_with_plain_reference_past_256_positions_synthetic) {
+  auto w = make_synthetic_weights("s15m", 7);
+  ASSERT_TRUE(w) << message_of(w.error());
+  compare_with_reference(*w, filler_prompt(310, 13), {263, 299, 300, 309}, GetParam(),
+                         /*prefix=*/300);
+}
+
+// The two networks side by side on the same steps: a batch of prompts of many lengths (some
+// past 256), then decode steps with sequences of different lengths.
+TEST(llama, torch_ops_logits_agree_with_plain_loops) {
+  for (const char* spec : {"stories260K", "s15m"}) {
+    auto w = std::string{spec} == "s15m" ? make_synthetic_weights("s15m", 3)
+                                         : load_llama2c_checkpoint(test::stories_model());
+    ASSERT_TRUE(w) << message_of(w.error());
+    runtime_options opt;
+    opt.slots = 4;
+    opt.network = llama_network::loops;
+    auto loops = make_llama(*w, opt);
+    opt.network = llama_network::torch_ops;
+    auto ops = make_llama(*w, opt);
+    ASSERT_TRUE(loops && ops);
+    std::vector<std::vector<int32_t>> prompts{filler_prompt(7, 1), filler_prompt(300, 2),
+                                              filler_prompt(40, 3), filler_prompt(261, 4)};
+    std::vector<prefill_item> items;
+    for (int32_t i = 0; i < 4; ++i)
+      items.push_back({i, 0, prompts[size_t(i)].data(), int32_t(prompts[size_t(i)].size()), -1});
+    auto worst_difference = [&](const logits_view& a, const logits_view& b) {
+      float worst = 0;
+      for (int32_t r = 0; r < a.rows; ++r)
+        for (int32_t i = 0; i < a.vocab; ++i)
+          worst = std::max(worst, std::abs(a.row(r)[i] - b.row(r)[i]));
+      return worst;
+    };
+    const auto a = (*loops)->prefill(items);
+    const std::vector<float> prefill_loops(a.data, a.data + int64_t{a.rows} * a.vocab);
+    const auto b = (*ops)->prefill(items);
+    EXPECT_LT(worst_difference({prefill_loops.data(), a.rows, a.vocab}, b), 1e-4f) << spec;
+    for (int32_t step = 0; step < 12; ++step) {
+      std::vector<decode_item> decode;
+      for (int32_t i = 0; i < 4; ++i)
+        if (step % (i + 1) == 0)  // sequences leave and come back between steps
+          decode.push_back({i, int32_t(prompts[size_t(i)].size()) + step, 300 + step + i});
+      const auto c = (*loops)->decode(decode);
+      const std::vector<float> decode_loops(c.data, c.data + int64_t{c.rows} * c.vocab);
+      const auto d = (*ops)->decode(decode);
+      EXPECT_LT(worst_difference({decode_loops.data(), c.rows, c.vocab}, d), 1e-4f)
+          << spec << ", step " << step;
+    }
+  }
+}
+
+TEST(llama, a_device_this_build_lacks_is_refused_with_the_reason) {
+  auto w = load_llama2c_checkpoint(test::stories_model());
+  ASSERT_TRUE(w);
+  runtime_options opt;
+  opt.slots = 2;
+  opt.device = "cuda:0";
+  opt.network = llama_network::loops;
+  auto m = make_llama(*w, opt);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(message_of(m.error()),
+            "the plain-loop network runs on \"cpu\" only, not on 'cuda:0'");
+  opt.network = llama_network::automatic;
+  m = make_llama(*w, opt);
+  if (CONVEYOR_TEST_CUDA_BUILD && m) GTEST_SKIP() << "this machine has a GPU";
+  ASSERT_FALSE(m);
+  EXPECT_EQ(message_of(m.error()), CONVEYOR_TEST_CUDA_BUILD
+                                       ? "device 'cuda:0' is not available: 0 CUDA device(s) visible"
+                                       : "device 'cuda:0' is not available: this libtorch build "
+                                         "has no CUDA");
 }
 
 TEST(llama, synthetic_weights_are_deterministic_and_seeded) {
@@ -364,5 +470,6 @@ TEST(llama, logits_agree_with_plain_reference_for_an_odd_head_size) {
   fill(w.w2, L * d * h);
   fill(w.w3, L * h * d);
   fill(w.rms_final, d);
-  compare_with_reference(w, filler_prompt(20, 3), {4, 6, 9, 19});
+  compare_with_reference(w, filler_prompt(20, 3), {4, 6, 9, 19}, llama_network::loops);
+  compare_with_reference(w, filler_prompt(20, 3), {4, 6, 9, 19}, llama_network::torch_ops);
 }

@@ -1,0 +1,40 @@
+// The layout of forward passes shared by the networks.
+#include "model/forward_pass.hpp"
+
+#include <string>
+
+namespace conveyor::model {
+
+void lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pass,
+                  int64_t kv_heads, int64_t context, const pass_rows& out) {
+  int64_t row = 0;
+  for (size_t i = pass.first; i < pass.last; ++i) {
+    const auto& it = items[i];
+    for (int32_t t = 0; t < it.count; ++t, ++row) {
+      const int64_t position = it.start + t;
+      out.tokens[row] = it.tokens[t];
+      out.positions[row] = position;
+      if (out.slots) out.slots[row] = it.slot;
+      for (int64_t kh = 0; kh < kv_heads; ++kh)
+        out.cache_rows[row * kv_heads + kh] = (int64_t{it.slot} * kv_heads + kh) * context + position;
+    }
+    const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
+    out.logits_rows[i - pass.first] = row - it.count + at;
+  }
+}
+
+expected<int32_t> checked_context(const llama_shape& shape, const runtime_options& options) {
+  if (options.slots < 1)
+    return make_error(ec::bad_config,
+                      "slots must be at least 1, got " + std::to_string(options.slots));
+  const int32_t context = options.context == 0 ? shape.seq_len : options.context;
+  if (context < 1 || context > shape.seq_len)
+    return make_error(ec::bad_config, "context must be between 1 and the model's seq_len " +
+                                          std::to_string(shape.seq_len) + ", got " +
+                                          std::to_string(options.context));
+  if (options.max_batched_tokens < 1)
+    return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
+  return context;
+}
+
+}  // namespace conveyor::model

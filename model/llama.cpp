@@ -1,0 +1,43 @@
+// Which Llama network computes where: the plain loops on the CPU, torch operations elsewhere.
+#include <string>
+
+#include "model/causal_lm.hpp"
+#include "model/forward_pass.hpp"
+
+namespace conveyor::model {
+
+// model/llama_loops.cpp
+expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_weights& weights,
+                                                      const runtime_options& options,
+                                                      int32_t context);
+// model/llama_ops.cpp
+expected<std::unique_ptr<causal_lm>> make_llama_ops(const llama_weights& weights,
+                                                    const runtime_options& options,
+                                                    int32_t context);
+
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context) {
+  return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
+         static_cast<int64_t>(sizeof(float));
+}
+
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+                                                const runtime_options& options) {
+  auto context = checked_context(weights.shape, options);
+  if (!context) return context.error();
+  const bool on_cpu = options.device == "cpu";
+  switch (options.network) {
+    case llama_network::automatic:
+      break;
+    case llama_network::loops:
+      if (!on_cpu)
+        return make_error(ec::bad_config, "the plain-loop network runs on \"cpu\" only, not on '" +
+                                              options.device + "'");
+      return make_llama_loops(weights, options, *context);
+    case llama_network::torch_ops:
+      return make_llama_ops(weights, options, *context);
+  }
+  return on_cpu ? make_llama_loops(weights, options, *context)
+                : make_llama_ops(weights, options, *context);
+}
+
+}  // namespace conveyor::model

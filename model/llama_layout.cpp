@@ -1,0 +1,50 @@
+// The shared weight layout of the Llama networks.
+#include "model/llama_layout.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+namespace conveyor::model {
+
+namespace {
+
+at::Tensor view_of(const float* data, std::vector<int64_t> sizes) {
+  return at::from_blob(const_cast<float*>(data), sizes, at::kFloat);
+}
+
+}  // namespace
+
+llama_tensors lay_out_llama(const llama_weights& w, int32_t context) {
+  c10::InferenceMode guard;
+  const auto& s = w.shape;
+  const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
+  llama_tensors t;
+  t.embedding = view_of(w.token_embedding.data(), {v, d}).clone();
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    llama_layer_tensors lw;
+    auto rms_att = view_of(w.rms_att.data() + l * d, {d});
+    auto wq = view_of(w.wq.data() + l * d * d, {d, d});
+    auto wk = view_of(w.wk.data() + l * kv * d, {kv, d});
+    auto wv = view_of(w.wv.data() + l * kv * d, {kv, d});
+    // RMSNorm's weight scales the inputs of the matrix that follows it: folded into its rows.
+    lw.wqkv_t = at::cat({wq, wk, wv}, 0).t().contiguous().mul_(rms_att.unsqueeze(1));
+    lw.wo_t = view_of(w.wo.data() + l * d * d, {d, d}).t().contiguous();
+    auto rms_ffn = view_of(w.rms_ffn.data() + l * d, {d});
+    auto w1 = view_of(w.w1.data() + l * h * d, {h, d});
+    auto w3 = view_of(w.w3.data() + l * h * d, {h, d});
+    lw.w13_t = at::cat({w1, w3}, 0).t().contiguous().mul_(rms_ffn.unsqueeze(1));
+    lw.w2_t = view_of(w.w2.data() + l * d * h, {d, h}).t().contiguous();
+    t.layers.push_back(std::move(lw));
+  }
+  auto rms_final = view_of(w.rms_final.data(), {d});
+  t.wcls_t = view_of(w.classifier().data(), {v, d}).t().contiguous().mul_(rms_final.unsqueeze(1));
+
+  const int64_t hs = s.head_size();
+  auto inv_freq = at::pow(10000.0, -at::arange(0, hs, 2, at::kDouble) / static_cast<double>(hs));
+  auto angles = at::outer(at::arange(int64_t{context}, at::kDouble), inv_freq);
+  t.cos = angles.cos().to(at::kFloat).contiguous();
+  t.sin = angles.sin().to(at::kFloat).contiguous();
+  return t;
+}
+
+}  // namespace conveyor::model
