@@ -116,9 +116,9 @@ struct value_checker {
 std::string check_model_path(std::string_view value) {
   constexpr std::string_view synthetic = "synthetic:";
   if (value.substr(0, synthetic.size()) != synthetic) return {};
-  if (value == "synthetic:s15m" || value == "synthetic:s42m") return {};
+  if (value == "synthetic:s15m" || value == "synthetic:s42m" || value == "synthetic:s1b") return {};
   return "unknown synthetic model '" + std::string{value} +
-         "', use 'synthetic:s15m' or 'synthetic:s42m'";
+         "', use 'synthetic:s15m', 'synthetic:s42m' or 'synthetic:s1b'";
 }
 
 std::string check_device(std::string_view value) {

@@ -22,6 +22,18 @@ enum class llama_network {
   torch_ops,
 };
 
+/// The number format the network computes in.
+enum class compute_dtype {
+  /// float32: the exact reference.
+  f32,
+  /// bfloat16 weights, activations and KV cache (torch-operation network only); logits are
+  /// returned as float32.
+  bf16,
+};
+
+/// The name of a dtype as the configuration writes it: "f32" or "bf16".
+const char* dtype_name(compute_dtype dtype);
+
 /// How a model instance is laid out in memory.
 struct runtime_options {
   /// KV-cache slots: the most sequences that can be in flight at once.
@@ -39,6 +51,8 @@ struct runtime_options {
   /// Capture the decode step of each batch-size bucket as a CUDA graph (on a GPU, in a build
   /// with CONVEYOR_CUDA_GRAPHS).
   bool cuda_graphs = true;
+  /// The number format of weights, activations and KV cache.
+  compute_dtype dtype = compute_dtype::f32;
 };
 
 /// One sequence's part of a prefill: `count` tokens written into `slot` from position `start`.
@@ -110,8 +124,12 @@ std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options);
 expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
                                                 const runtime_options& options);
 
-/// Bytes the KV cache of `shape` needs for `slots` x `context` tokens (float32).
-int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context);
+/// Bytes the KV cache of `shape` needs for `slots` x `context` tokens in `dtype`.
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
+                       compute_dtype dtype = compute_dtype::f32);
+
+/// Bytes of one number in `dtype`.
+int64_t bytes_per_element(compute_dtype dtype);
 
 /// Resolves a model or tokenizer path: as given when it exists, else relative to the source tree
 /// (so that the default "models/stories260K/..." works from any directory). Specs such as

@@ -135,9 +135,13 @@ expected<llama_shape> synthetic_shape(std::string_view name) {
     s = llama_shape{288, 768, 6, 6, 6, 512, 512, true};
   } else if (name == "s42m") {
     s = llama_shape{512, 1376, 8, 8, 8, 512, 512, true};
+  } else if (name == "s1b") {
+    // TinyLlama 1.1B's shape: 1.03 billion parameters, grouped-query attention (32 heads on 4).
+    s = llama_shape{2048, 5632, 22, 32, 4, 32000, 2048, true};
   } else {
     return make_error(ec::bad_request, "unknown synthetic model 'synthetic:" + std::string{name} +
-                                           "'; known: synthetic:s15m, synthetic:s42m");
+                                           "'; known: synthetic:s15m, synthetic:s42m, "
+                                           "synthetic:s1b");
   }
   return s;
 }

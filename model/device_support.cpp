@@ -6,6 +6,7 @@
 #if defined(CONVEYOR_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #if defined(CONVEYOR_CUDA_GRAPHS)
 #include <ATen/cuda/CUDAGraph.h>
@@ -32,8 +33,9 @@ std::string device_unavailable(const c10::Device& device) {
 #endif
 }
 
-at::Tensor host_staging_like(const at::Tensor& like, const c10::Device& device) {
-  auto options = like.options().device(c10::kCPU);
+at::Tensor host_staging_like(const at::Tensor& like, c10::ScalarType type,
+                             const c10::Device& device) {
+  auto options = at::TensorOptions().dtype(type).device(c10::kCPU);
   if (device.is_cuda()) options = options.pinned_memory(true);
   return at::empty(like.sizes(), options);
 }
@@ -41,6 +43,26 @@ at::Tensor host_staging_like(const at::Tensor& like, const c10::Device& device) 
 void synchronize(const c10::Device& device) {
 #if defined(CONVEYOR_WITH_CUDA)
   if (device.is_cuda()) at::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)device;
+#endif
+}
+
+int64_t device_memory_allocated(const c10::Device& device) {
+#if defined(CONVEYOR_WITH_CUDA)
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].current;
+  }
+#else
+  (void)device;
+#endif
+  return -1;
+}
+
+void release_cached_memory(const c10::Device& device) {
+#if defined(CONVEYOR_WITH_CUDA)
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
 #else
   (void)device;
 #endif

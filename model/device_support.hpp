@@ -22,12 +22,19 @@ c10::Device parse_device(const std::string& name);
 /// no CUDA" or "2 CUDA device(s) visible".
 std::string device_unavailable(const c10::Device& device);
 
-/// An empty host tensor like `like` (shape and dtype) for staging inputs and outputs of
-/// `device`: pinned (page-locked) memory for a GPU, so that copies can run asynchronously.
-at::Tensor host_staging_like(const at::Tensor& like, const c10::Device& device);
+/// An empty host tensor of the shape of `like` and of `type` for staging the inputs and outputs
+/// of `device`: pinned (page-locked) memory for a GPU, so that copies can run asynchronously.
+at::Tensor host_staging_like(const at::Tensor& like, c10::ScalarType type,
+                             const c10::Device& device);
 
 /// Waits until `device` finished the work queued on its current stream (no-op on the CPU).
 void synchronize(const c10::Device& device);
+
+/// Bytes that torch's allocator holds for live tensors on `device`; -1 on the CPU (not tracked).
+int64_t device_memory_allocated(const c10::Device& device);
+
+/// Returns the memory torch's allocator keeps cached on `device` to the driver (no-op on the CPU).
+void release_cached_memory(const c10::Device& device);
 
 /// True when this build captures CUDA graphs (CONVEYOR_WITH_CUDA and CONVEYOR_CUDA_GRAPHS).
 bool cuda_graphs_built();

@@ -15,9 +15,18 @@ expected<std::unique_ptr<causal_lm>> make_llama_ops(const llama_weights& weights
                                                     const runtime_options& options,
                                                     int32_t context);
 
-int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context) {
+const char* dtype_name(compute_dtype dtype) {
+  return dtype == compute_dtype::bf16 ? "bf16" : "f32";
+}
+
+int64_t bytes_per_element(compute_dtype dtype) {
+  return dtype == compute_dtype::bf16 ? 2 : 4;
+}
+
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
+                       compute_dtype dtype) {
   return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
-         static_cast<int64_t>(sizeof(float));
+         bytes_per_element(dtype);
 }
 
 expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
@@ -29,6 +38,10 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
     case llama_network::automatic:
       break;
     case llama_network::loops:
+      if (options.dtype != compute_dtype::f32)
+        return make_error(ec::bad_config, std::string{"the plain-loop network computes in f32 "
+                                                      "only, not in "} +
+                                              dtype_name(options.dtype));
       if (!on_cpu)
         return make_error(ec::bad_config, "the plain-loop network runs on \"cpu\" only, not on '" +
                                               options.device + "'");
@@ -36,8 +49,10 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
     case llama_network::torch_ops:
       return make_llama_ops(weights, options, *context);
   }
-  return on_cpu ? make_llama_loops(weights, options, *context)
-                : make_llama_ops(weights, options, *context);
+  // The plain loops compute in float32 alone; another dtype takes the torch operations.
+  return on_cpu && options.dtype == compute_dtype::f32
+             ? make_llama_loops(weights, options, *context)
+             : make_llama_ops(weights, options, *context);
 }
 
 }  // namespace conveyor::model

@@ -37,6 +37,7 @@ class llama_ops final : public causal_lm {
         synthetic_(w.synthetic),
         device_name_(opt.device),
         device_(parse_device(opt.device)),
+        dtype_(opt.dtype == compute_dtype::bf16 ? at::kBFloat16 : at::kFloat),
         weights_(lay_out_llama(w, context)),
         graphs_(device_, opt.cuda_graphs),
         buckets_(slots_) {
@@ -45,8 +46,8 @@ class llama_ops final : public causal_lm {
     const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
     const auto on_device = at::TensorOptions().device(device_);
-    const auto floats = on_device.dtype(at::kFloat), longs = on_device.dtype(at::kLong);
-    auto place = [&](at::Tensor& t) { t = t.to(device_); };
+    const auto floats = on_device.dtype(dtype_), longs = on_device.dtype(at::kLong);
+    auto place = [&](at::Tensor& t) { t = t.to(device_, dtype_); };
     for (auto* t : {&weights_.embedding, &weights_.wcls_t, &weights_.cos, &weights_.sin}) place(*t);
     for (auto& lw : weights_.layers)
       for (auto* t : {&lw.wqkv_t, &lw.wo_t, &lw.w13_t, &lw.w2_t}) place(*t);
@@ -87,17 +88,20 @@ class llama_ops final : public causal_lm {
     ws_probs_ = at::empty_like(ws_scores_);
 #endif
     ws_mask_ = at::empty({int64_t{slots_} * context_}, floats);
-    // Host side of the per-step inputs and of the logits: the workspace itself on the CPU,
-    // staging buffers (pinned) on a GPU.
-    const bool cpu = device_.is_cpu();
-    auto host = [&](const at::Tensor& t) { return cpu ? t : host_staging_like(t, device_); };
-    h_tokens_ = host(ws_tokens_);
-    h_positions_ = host(ws_positions_);
-    h_cache_rows_ = host(ws_cache_rows_);
-    h_last_ = host(ws_last_);
-    h_slots_ = host(ws_slots_);
-    h_mask_ = host(ws_mask_);
-    h_logits_ = host(ws_logits_);
+    // Host side of the per-step inputs (int64) and of the mask and logits (float32): the
+    // workspace itself where it is host memory of that type, else staging buffers (pinned on a
+    // GPU) that upload() and download() copy.
+    auto host = [&](const at::Tensor& t, at::ScalarType type) {
+      if (device_.is_cpu() && t.scalar_type() == type) return t;
+      return host_staging_like(t, type, device_);
+    };
+    h_tokens_ = host(ws_tokens_, at::kLong);
+    h_positions_ = host(ws_positions_, at::kLong);
+    h_cache_rows_ = host(ws_cache_rows_, at::kLong);
+    h_last_ = host(ws_last_, at::kLong);
+    h_slots_ = host(ws_slots_, at::kLong);
+    h_mask_ = host(ws_mask_, at::kFloat);
+    h_logits_ = host(ws_logits_, at::kFloat);
     synchronize(device_);
   }
 
@@ -106,7 +110,9 @@ class llama_ops final : public causal_lm {
   int32_t context() const override { return context_; }
   bool ignores_end_tokens() const override { return synthetic_; }
   int64_t kv_cache_bytes() const override {
-    return conveyor::model::kv_cache_bytes(shape_, slots_, context_);
+    return conveyor::model::kv_cache_bytes(shape_, slots_, context_,
+                                           dtype_ == at::kBFloat16 ? compute_dtype::bf16
+                                                                   : compute_dtype::f32);
   }
 
   std::string describe() const override {
@@ -114,7 +120,8 @@ class llama_ops final : public causal_lm {
     os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
        << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
        << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on "
-       << device_name_ << " (torch operations"
+       << device_name_ << " in " << (dtype_ == at::kBFloat16 ? "bf16" : "f32")
+       << " (torch operations"
        << (graphs_.active() ? ", CUDA graphs" : "") << "), " << slots_ << " slots x " << context_
        << " tokens, KV cache " << kv_cache_bytes() / (1024 * 1024) << " MiB";
     return os.str();
@@ -330,12 +337,12 @@ class llama_ops final : public causal_lm {
   }
 
   /// Copies the first `rows` tokens and positions (and their cache rows), `outputs` logit rows
-  /// and slots, and `mask` mask elements from the host buffers to the device (nothing to do on
-  /// the CPU, where they are the same memory).
+  /// and slots, and `mask` mask elements from the host buffers to the workspace (nothing to do
+  /// where they are the same memory).
   void upload(int64_t rows, int64_t outputs, int64_t mask) {
-    if (device_.is_cpu()) return;
     auto copy = [](at::Tensor& dst, const at::Tensor& src, int64_t count) {
-      if (count > 0) dst.narrow(0, 0, count).copy_(src.narrow(0, 0, count), /*non_blocking=*/true);
+      if (count > 0 && !dst.is_same(src))
+        dst.narrow(0, 0, count).copy_(src.narrow(0, 0, count), /*non_blocking=*/true);
     };
     copy(ws_tokens_, h_tokens_, rows);
     copy(ws_positions_, h_positions_, rows);
@@ -347,7 +354,8 @@ class llama_ops final : public causal_lm {
 
   /// The first `rows` rows of logits, readable on the host (a blocking copy from a GPU).
   logits_view download(int64_t rows) {
-    if (!device_.is_cpu()) h_logits_.narrow(0, 0, rows).copy_(ws_logits_.narrow(0, 0, rows));
+    if (!h_logits_.is_same(ws_logits_))
+      h_logits_.narrow(0, 0, rows).copy_(ws_logits_.narrow(0, 0, rows));
     return {h_logits_.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
   }
 
@@ -357,6 +365,7 @@ class llama_ops final : public causal_lm {
   bool synthetic_;
   std::string device_name_;
   c10::Device device_;
+  at::ScalarType dtype_;
   llama_tensors weights_;
   step_graphs graphs_;
   graph_bucket_table buckets_;

@@ -378,9 +378,9 @@ INSTANTIATE_TEST_SUITE_P(
     every_rule, config_impossible,
     testing::Values(
         bad_value{"[model]\npath = \"\"\n", "conveyor.toml:2: model.path: must not be empty"},
-        bad_value{"[model]\npath = \"synthetic:s1b\"\n",
-                  "conveyor.toml:2: model.path: unknown synthetic model 'synthetic:s1b', use "
-                  "'synthetic:s15m' or 'synthetic:s42m'"},
+        bad_value{"[model]\npath = \"synthetic:s7b\"\n",
+                  "conveyor.toml:2: model.path: unknown synthetic model 'synthetic:s7b', use "
+                  "'synthetic:s15m', 'synthetic:s42m' or 'synthetic:s1b'"},
         bad_value{"[model]\nseed = -1\n",
                   "conveyor.toml:2: model.seed: must be at least 0, got -1"},
         bad_value{"[tokenizer]\nworkers = 0\n",

@@ -110,5 +110,6 @@ TEST(checkpoint, load_model_reports_the_same_errors) {
   auto s = load_model("synthetic:nope", opt);
   ASSERT_FALSE(s);
   EXPECT_EQ(message_of(s.error()),
-            "unknown synthetic model 'synthetic:nope'; known: synthetic:s15m, synthetic:s42m");
+            "unknown synthetic model 'synthetic:nope'; known: synthetic:s15m, synthetic:s42m, "
+            "synthetic:s1b");
 }
