@@ -116,7 +116,7 @@ executor_actor::behavior_type executor(executor_pointer self,
   st.metrics = std::move(metrics);
   if (threads > 0) model::set_compute_threads(threads);
   st.timings.started.push_back(
-      pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
+      pipeline::executor_started{st.core->name(), pipeline::timing_clock::now(), st.core->device()});
   flush_timings(self, true);
   if (st.batcher) self->monitor(st.batcher);
   report(self);
