@@ -42,14 +42,15 @@ class torch_devices final : public device_provider {
     }
     if (restore) cudaSetDevice(previous);
 #else
-    (void) n;  // a CPU libtorch sees no CUDA device
+    (void)n;  // a CPU libtorch sees no CUDA device
 #endif
     return out;
   }
 
   std::string none_visible_reason() const override {
-    return built_with_cuda() ? "no CUDA device visible"
-                             : "no CUDA device visible (CPU build of libtorch)";
+    return built_with_cuda()
+               ? "no CUDA device visible"
+               : "this build's libtorch has no CUDA (the CUDA build: scripts/setup.sh --cuda)";
   }
 };
 
@@ -121,6 +122,8 @@ std::string describe_devices(const device_provider& provider) {
 }
 
 std::string describe_devices() {
+  if (visible_gpus() == 0)
+    return built_with_cuda() ? "no CUDA device visible" : "no CUDA device (CPU build of libtorch)";
   return describe_devices(system_devices());
 }
 

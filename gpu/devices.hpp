@@ -45,8 +45,8 @@ class device_provider {
   /// The visible CUDA devices in index order (`devices()[i].index == i`); empty without CUDA.
   virtual std::vector<device_info> devices() const = 0;
 
-  /// Why `devices()` is empty, for errors: "no CUDA device visible" or "no CUDA device visible
-  /// (CPU build of libtorch)".
+  /// Why `devices()` is empty, for errors: "no CUDA device visible" (a CUDA build) or "this
+  /// build's libtorch has no CUDA (...)" (a CPU build).
   virtual std::string none_visible_reason() const = 0;
 };
 
@@ -80,10 +80,11 @@ bool built_with_cuda();
 size_t visible_gpus();
 
 /// One line for logs, e.g. "2 CUDA device(s): cuda:0 NVIDIA H200 (139.8 GiB, 139.2 GiB free),
-/// cuda:1 ..." or "no CUDA device visible (CPU build of libtorch)".
+/// cuda:1 ...", or the provider's `none_visible_reason()`.
 std::string describe_devices(const device_provider& provider);
 
-/// `describe_devices(system_devices())`.
+/// `describe_devices(system_devices())`, or without a device "no CUDA device visible" (a CUDA
+/// build) or "no CUDA device (CPU build of libtorch)".
 std::string describe_devices();
 
 }  // namespace conveyor::gpu

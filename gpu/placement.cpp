@@ -27,8 +27,8 @@ int64_t workspace_bytes(const model_sizes& m, const config::executor& e) {
   const int64_t per_token = 8 * d + 3 * kv + 3 * h + hs + v + 2;
   const int64_t index_bytes = tokens * (3 + m.n_kv_heads) * 8;
   // The decode step: gathered keys and values of every slot, scores, probabilities and mask.
-  const int64_t decode = 2 * e.slots * context * kv + 2 * e.slots * m.n_heads * context +
-                         e.slots * context;
+  const int64_t decode =
+      2 * e.slots * context * kv + 2 * e.slots * m.n_heads * context + e.slots * context;
   return cuda_context_margin_bytes + (tokens * per_token + decode) * m.bytes_per_element +
          index_bytes;
 }
@@ -39,8 +39,7 @@ std::string describe(const device_demand& d) {
          human_bytes(d.total_bytes()) + " (weights " + human_bytes(d.weight_bytes) +
          " + KV cache " + human_bytes(d.kv_cache_bytes) + " + workspace " +
          human_bytes(d.workspace_bytes) + " for " + std::to_string(n) +
-         (n == 1 ? " executor" : " executors") + "), " + human_bytes(d.device.free_bytes) +
-         " free";
+         (n == 1 ? " executor" : " executors") + "), " + human_bytes(d.device.free_bytes) + " free";
 }
 
 expected<std::vector<device_demand>> check_placement(const std::vector<config::executor>& executors,
@@ -58,10 +57,8 @@ expected<std::vector<device_demand>> check_placement(const std::vector<config::e
       if (devices.empty()) {
         why = std::string{none_visible_reason};
       } else {
-        why = std::to_string(devices.size()) + " CUDA device(s) visible (";
-        for (size_t k = 0; k < devices.size(); ++k)
-          why += (k == 0 ? "" : ", ") + device_name(int32_t(k));
-        why += ")";
+        why = std::to_string(devices.size()) + " CUDA device(s) visible (cuda:0 to " +
+              device_name(int32_t(devices.size()) - 1) + ")";
       }
       problems.push_back("executors[" + std::to_string(i) + "]: device " + e.device +
                          " is not available: " + why);

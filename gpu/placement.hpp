@@ -81,8 +81,8 @@ std::string describe(const device_demand& d);
 /// not checked here. Returns the demand on each used CUDA device in index order, or an
 /// `ec::bad_config` error with every problem on its own line, e.g.
 ///
-///     executors[0]: device cuda:0 is not available: no CUDA device visible (CPU build of libtorch)
-///     executors[3]: device cuda:4 is not available: 2 CUDA device(s) visible (cuda:0, cuda:1)
+///     executors[0]: device cuda:0 is not available: no CUDA device visible
+///     executors[3]: device cuda:4 is not available: 2 CUDA device(s) visible (cuda:0 to cuda:1)
 ///     cuda:1 (NVIDIA H200): needs 3.2 GiB (weights ... for 2 executors), 1.0 GiB free
 ///
 /// `none_visible_reason` says why `devices` is empty (device_provider::none_visible_reason).

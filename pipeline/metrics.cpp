@@ -557,8 +557,9 @@ std::string metrics_registry::json_snapshot() const {
   nlohmann::json executors_json = nlohmann::json::object();
   for (const auto& name : executors()) {
     auto device = executor_device(name);
-    executors_json[name] = {{"device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
-                            {"steps", executor_steps(name)}};
+    executors_json[name] = {
+        {"device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
+        {"steps", executor_steps(name)}};
   }
   nlohmann::json result = {
       {"requests", requests_json},

@@ -22,7 +22,8 @@ constexpr int64_t gib = int64_t{1} << 30;
 
 gpu::listed_devices fake_gpus(size_t n, int64_t free_bytes = 80 * gib) {
   std::vector<gpu::device_info> ds;
-  for (size_t i = 0; i < n; ++i) ds.push_back({0, "Fake GPU " + std::to_string(i), 80 * gib, free_bytes});
+  for (size_t i = 0; i < n; ++i)
+    ds.push_back({0, "Fake GPU " + std::to_string(i), 80 * gib, free_bytes});
   return gpu::listed_devices{std::move(ds)};
 }
 
@@ -176,7 +177,7 @@ TEST_F(gpus_test, a_device_that_is_not_visible_fails_the_start_naming_the_execut
   auto h = spawn_pipeline(sys, cfg, on_the_cpu(devices, &mapped));
   ASSERT_FALSE(h);
   EXPECT_EQ(message_of(h.error()),
-            "executors[1]: device cuda:2 is not available: 2 CUDA device(s) visible (cuda:0, "
+            "executors[1]: device cuda:2 is not available: 2 CUDA device(s) visible (cuda:0 to "
             "cuda:1)");
   EXPECT_TRUE(mapped.empty()) << "no model was loaded";
 }

@@ -1,4 +1,4 @@
-// Device descriptions: names, indices, human units, listed and real providers.
+// Device providers: names, indices, human units, listed and real providers.
 #include "gpu/devices.hpp"
 
 #include <gtest/gtest.h>
@@ -41,8 +41,8 @@ TEST(gpu_devices, a_listed_provider_numbers_its_devices_and_describes_them) {
   EXPECT_EQ(describe_devices(fake),
             "2 CUDA device(s): cuda:0 Fake GPU (80.0 GiB, 79.0 GiB free), cuda:1 Other GPU "
             "(40.0 GiB, 10.0 GiB free)");
-  listed_devices none{{}, "no CUDA device visible (CPU build of libtorch)"};
-  EXPECT_EQ(describe_devices(none), "no CUDA device visible (CPU build of libtorch)");
+  listed_devices none{{}, "no CUDA device visible"};
+  EXPECT_EQ(describe_devices(none), "no CUDA device visible");
 }
 
 TEST(gpu_devices, the_system_provider_agrees_with_libtorch) {
@@ -50,7 +50,9 @@ TEST(gpu_devices, the_system_provider_agrees_with_libtorch) {
   EXPECT_EQ(real.devices().size(), visible_gpus());
   if (!built_with_cuda()) {
     EXPECT_TRUE(real.devices().empty());
-    EXPECT_EQ(real.none_visible_reason(), "no CUDA device visible (CPU build of libtorch)");
+    EXPECT_EQ(real.none_visible_reason(),
+              "this build's libtorch has no CUDA (the CUDA build: scripts/setup.sh --cuda)");
+    EXPECT_EQ(describe_devices(), "no CUDA device (CPU build of libtorch)");
   }
   for (const auto& d : real.devices()) {
     EXPECT_FALSE(d.name.empty());
