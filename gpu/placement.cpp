@@ -21,7 +21,7 @@ int64_t workspace_bytes(const model_sizes& m, const config::executor& e) {
   const int64_t tokens = std::max({e.max_batched_tokens, e.slots, context});
   const int64_t d = m.dim, h = m.hidden_dim, v = m.vocab_size, hs = m.head_dim();
   const int64_t kv = int64_t{m.n_kv_heads} * hs;
-  // One forward pass (model/llama_cuda.cpp): x, xb, sq, q, att, xf, xfn and the fused qkv
+  // One forward pass of the GPU network's workspace: x, xb, sq, q, att, xf, xfn and the fused qkv
   // (d + 2 kv), rotary rows, the fused w1/w3 output (2 h) and its product (h), the logits;
   // token ids, positions and cache rows as 64-bit integers.
   const int64_t per_token = 8 * d + 3 * kv + 3 * h + hs + v + 2;
