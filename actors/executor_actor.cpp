@@ -115,8 +115,8 @@ executor_actor::behavior_type executor(executor_pointer self,
   st.batcher = std::move(batcher);
   st.metrics = std::move(metrics);
   if (threads > 0) model::set_compute_threads(threads);
-  st.timings.started.push_back(
-      pipeline::executor_started{st.core->name(), pipeline::timing_clock::now()});
+  st.timings.started.push_back(pipeline::executor_started{
+      st.core->name(), pipeline::timing_clock::now(), st.core->device()});
   flush_timings(self, true);
   if (st.batcher) self->monitor(st.batcher);
   report(self);

@@ -13,6 +13,7 @@
 #include "actors/remote_connector.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "gpu/devices.hpp"
+#include "gpu/placement.hpp"
 #include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"
 
@@ -53,18 +54,54 @@ expected<model_files> open_model(const config::pipeline& cfg) {
   return out;
 }
 
+gpu::model_sizes sizes_of(const model::llama_shape& s) {
+  gpu::model_sizes m;
+  m.parameters = s.parameter_count();
+  m.dim = s.dim;
+  m.hidden_dim = s.hidden_dim;
+  m.n_layers = s.n_layers;
+  m.n_heads = s.n_heads;
+  m.n_kv_heads = s.n_kv_heads;
+  m.vocab_size = s.vocab_size;
+  m.seq_len = s.seq_len;
+  m.bytes_per_element = int32_t(sizeof(float));  // every executor computes in float32
+  return m;
+}
+
+bool names_cuda(const std::vector<config::executor>& executors) {
+  for (const auto& e : executors)
+    if (gpu::cuda_index(e.device) >= 0) return true;
+  return false;
+}
+
+/// "cpu", or "cuda:N" for "cuda" and "cuda:N": the device label of logs and metrics.
+std::string canonical_device(const std::string& device) {
+  const int32_t index = gpu::cuda_index(device);
+  return index < 0 ? device : gpu::device_name(index);
+}
+
 expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
                                          const model_files& files, metrics_actor metrics,
-                                         const std::string& name_prefix) {
+                                         const std::string& name_prefix,
+                                         const spawn_options& options) {
   auto shape = model::shape_of(files.model_spec);
   if (!shape) return shape.error();
-  const size_t gpus = cfg.auto_executors ? gpu::visible_gpus() : 0;
-  if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices());
-  auto executors = config::resolve_executors(cfg, gpus);
-  // Every KV cache is reserved at start: check that they fit before allocating any.
+  const gpu::device_provider& provider =
+      options.devices != nullptr ? *options.devices : gpu::system_devices();
+  // Ask for the devices only when they matter: on a CUDA build that creates a context per GPU.
+  std::vector<gpu::device_info> devices;
+  if (cfg.auto_executors || names_cuda(cfg.executors)) devices = provider.devices();
+  const gpu::listed_devices seen{devices, provider.none_visible_reason()};
+  if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices(seen));
+  auto executors = config::resolve_executors(cfg, devices.size());
+  // Every device must be visible and hold its executors' weights, KV caches and workspaces.
+  auto placed = gpu::check_placement(executors, seen, sizes_of(*shape));
+  if (!placed) return placed.error();
+  for (const auto& d : *placed) spdlog::info("placement: {}", gpu::describe(d));
+  // Every KV cache is reserved at start: check that the host's fit before allocating any.
   int64_t kv_total = 0;
   for (const auto& e : executors) {
-    if (e.device != "cpu") continue;  // GPU memory is checked by the model when it allocates
+    if (e.device != "cpu") continue;  // GPU memory is checked by the placement above
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
     kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context);
   }
@@ -83,15 +120,23 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     opt.slots = int32_t(e.slots);
     opt.context = int32_t(e.context);
     opt.max_batched_tokens = int32_t(e.max_batched_tokens);
-    opt.device = e.device;
+    opt.device = options.device_map ? options.device_map(e.device) : e.device;
     opt.seed = uint64_t(cfg.model.seed);
     auto m = model::load_model(files.model_spec, opt);
-    if (!m) return m.error();
+    if (!m)
+      return make_error(code_of(m.error()), "executors[" + std::to_string(i) + "] on " + e.device +
+                                                ": " + message_of(m.error()));
     const std::string name = name_prefix + e.device + ":" + std::to_string(i);
-    spdlog::info("executor {}: {}", name, (*m)->describe());
+    const std::string device = canonical_device(e.device);
+    std::string where = device;
+    if (const int32_t index = gpu::cuda_index(device); index >= 0)
+      where += " (" + devices[size_t(index)].name + ")";
+    if (opt.device != e.device) where += ", computing on " + opt.device;
+    spdlog::info("executor {} on {}: {}", name, where, (*m)->describe());
     group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
     auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);
     core->set_max_batched_tokens(int32_t(e.max_batched_tokens));
+    core->set_device(device);
     cores.push_back(std::move(core));
   }
   const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
@@ -107,14 +152,16 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
 }  // namespace
 
 expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
-                                         metrics_actor metrics, const std::string& name_prefix) {
+                                         metrics_actor metrics, const std::string& name_prefix,
+                                         const spawn_options& options) {
   if (auto err = config::validate(cfg)) return err;
   auto files = open_model(cfg);
   if (!files) return files.error();
-  return spawn_executors(system, cfg, *files, std::move(metrics), name_prefix);
+  return spawn_executors(system, cfg, *files, std::move(metrics), name_prefix, options);
 }
 
-expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg) {
+expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg,
+                                         const spawn_options& options) {
   if (auto err = config::validate(cfg)) return err;
   if (!cfg.cluster.remote.empty() && !system.has_middleman())
     return make_error(ec::bad_config,
@@ -124,7 +171,7 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   if (!files) return files.error();
   pipeline_handle h;
   h.metrics = spawn_metrics(system, cfg.metrics.enabled ? double(cfg.metrics.interval_s) : 0.0);
-  auto group = spawn_executors(system, cfg, *files, h.metrics, "");
+  auto group = spawn_executors(system, cfg, *files, h.metrics, "", options);
   if (!group) {
     caf::anon_send_exit(h.metrics, caf::exit_reason::user_shutdown);
     return group.error();

@@ -1,6 +1,7 @@
 // The embedding API: spawn the whole pipeline in any CAF actor system.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,23 @@
 #include "config/config.hpp"
 #include "pipeline/actors.hpp"
 
+namespace conveyor::gpu {
+class device_provider;
+}  // namespace conveyor::gpu
+
 namespace conveyor {
+
+/// What an embedder (or a test) may change about how executors are placed. The defaults are what
+/// `conveyor serve` and `conveyor worker` use.
+struct spawn_options {
+  /// The CUDA devices to place executors on and resolve `executors = "auto"` against; nullptr
+  /// asks libtorch and the CUDA runtime (gpu::system_devices()). Must outlive the spawn call.
+  const gpu::device_provider* devices = nullptr;
+  /// Maps an executor's configured device ("cuda:1") to the device its model is loaded on;
+  /// empty loads it on the configured device. Names, logs and metrics keep the configured device.
+  /// Tests map every device to "cpu" to run a faked device list without CUDA.
+  std::function<std::string(const std::string& device)> device_map;
+};
 
 /// A running pipeline: the typed handle to talk to, and what it is made of.
 struct pipeline_handle {
@@ -31,9 +48,11 @@ struct pipeline_handle {
 
 /// Loads the model on every executor of `cfg`, spawns tokenizers, batcher, executors and metrics,
 /// and wires them; with `cluster.remote`, also one connector per worker (the actor system must
-/// load the middleman and register `add_message_types`). Errors (a bad model file, a KV cache that
-/// does not fit) name the problem.
-expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg);
+/// load the middleman and register `add_message_types`). Before loading anything it checks the
+/// placement (gpu::check_placement): errors (a bad model file, a device that is not visible, a
+/// device or host whose memory is too small) name the problem.
+expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config::pipeline& cfg,
+                                         const spawn_options& options = {});
 
 /// The local executors of a configuration, spawned and not yet attached to any batcher.
 struct executor_group {
@@ -44,12 +63,13 @@ struct executor_group {
   std::string model_name;
 };
 
-/// Loads the model once per executor of `cfg` (`executors = "auto"`: one per visible GPU, else one
-/// CPU executor) and spawns them unattached: each pulls once it hears `(attach, batcher)`.
-/// Their names start with `name_prefix` ("cpu:0", or "host:port/cpu:0" on a worker). What serve
-/// and `conveyor worker` share.
+/// Loads the model once per executor of `cfg` (`executors = "auto"`: one per device of
+/// `options.devices`, else one CPU executor) and spawns them unattached: each pulls once it hears
+/// `(attach, batcher)`. Their names are `name_prefix` + device + ":" + position ("cuda:1:1", or
+/// "host:port/cpu:0" on a worker). What serve and `conveyor worker` share.
 expected<executor_group> spawn_executors(caf::actor_system& system, const config::pipeline& cfg,
-                                         metrics_actor metrics, const std::string& name_prefix);
+                                         metrics_actor metrics, const std::string& name_prefix,
+                                         const spawn_options& options = {});
 
 /// Stops every actor of the pipeline (running requests end as failed: "pipeline stopped").
 void stop_pipeline(const pipeline_handle& handle);

@@ -40,6 +40,13 @@ class executor_core {
   /// Name used in metrics ("cpu:0").
   const std::string& name() const { return name_; }
 
+  /// The device the executor is placed on, as configured ("cuda:1"); empty when not set. What
+  /// metrics label it with; the model may compute elsewhere (tests map devices to "cpu").
+  const std::string& device() const { return device_; }
+
+  /// Sets `device()`.
+  void set_device(std::string device) { device_ = std::move(device); }
+
   /// The model.
   const model::causal_lm& model() const { return *model_; }
 
@@ -96,6 +103,7 @@ class executor_core {
   bool is_end_token(const sequence& s, int32_t token) const;
 
   std::string name_;
+  std::string device_;
   std::unique_ptr<model::causal_lm> model_;
   std::shared_ptr<const model::tokenizer> tokenizer_;
   int32_t max_batched_tokens_;

@@ -359,10 +359,12 @@ void metrics_registry::record(const step_timing& x) {
   auto& busy = busy_.try_emplace(x.executor, executor_busy{x.start, 0}).first->second;
   busy.started = std::min(busy.started, x.start);
   busy.busy_seconds += seconds(x.elapsed);
+  ++busy.steps;
 }
 
 void metrics_registry::record(const executor_started& x) {
-  busy_[x.executor] = executor_busy{x.at, 0};
+  busy_[x.executor] = executor_busy{x.at, 0, 0};
+  if (!x.device.empty()) devices_[x.executor] = x.device;
 }
 
 void metrics_registry::set_queue_depth(std::size_t requests) {
@@ -388,6 +390,7 @@ void metrics_registry::reset() {
   for (auto& h : step_time_) h.reset();
   busy_.clear();
   running_sequences_.clear();
+  devices_.clear();
   queue_depth_ = 0;
 }
 
@@ -430,7 +433,18 @@ std::vector<std::string> metrics_registry::executors() const {
   std::set<std::string> names;
   for (const auto& [name, busy] : busy_) names.insert(name);
   for (const auto& [name, sequences] : running_sequences_) names.insert(name);
+  for (const auto& [name, device] : devices_) names.insert(name);
   return {names.begin(), names.end()};
+}
+
+uint64_t metrics_registry::executor_steps(const std::string& executor) const {
+  auto i = busy_.find(executor);
+  return i == busy_.end() ? 0 : i->second.steps;
+}
+
+std::string metrics_registry::executor_device(const std::string& executor) const {
+  auto i = devices_.find(executor);
+  return i == devices_.end() ? std::string{} : i->second;
 }
 
 double metrics_registry::busy_seconds(const std::string& executor) const {
@@ -506,6 +520,18 @@ std::string metrics_registry::prometheus_text() const {
                "Busy seconds of an executor over the seconds since it started.", "gauge");
   for (const auto& [name, busy] : busy_)
     write_sample(out, "conveyor_executor_busy_ratio", label("executor", name), busy_ratio(name));
+  write_header(out, "conveyor_executor_steps_total", "Steps an executor ran.", "counter");
+  for (const auto& [name, busy] : busy_)
+    write_sample(out, "conveyor_executor_steps_total", label("executor", name),
+                 static_cast<double>(busy.steps));
+  write_header(out, "conveyor_executor_info", "The device each executor runs on (always 1).",
+               "gauge");
+  for (const auto& [name, device] : devices_) {
+    auto labels = label("executor", name);
+    labels.pop_back();  // '}'
+    labels += ",device=\"" + escape_label_value(device) + "\"}";
+    write_sample(out, "conveyor_executor_info", labels, 1.0);
+  }
   // Settable gauges.
   write_header(out, "conveyor_queue_depth", "Requests waiting in the batcher's queue.", "gauge");
   write_sample(out, "conveyor_queue_depth", {}, static_cast<double>(queue_depth_));
@@ -528,6 +554,13 @@ std::string metrics_registry::json_snapshot() const {
   for (const auto& [name, sequences] : running_sequences_) running_json[name] = sequences;
   nlohmann::json busy_json = nlohmann::json::object();
   for (const auto& [name, busy] : busy_) busy_json[name] = busy_ratio(name);
+  nlohmann::json executors_json = nlohmann::json::object();
+  for (const auto& name : executors()) {
+    auto device = executor_device(name);
+    executors_json[name] = {
+        {"device", device.empty() ? nlohmann::json(nullptr) : nlohmann::json(device)},
+        {"steps", executor_steps(name)}};
+  }
   nlohmann::json result = {
       {"requests", requests_json},
       {"finish_reasons", reasons_json},
@@ -550,6 +583,7 @@ std::string metrics_registry::json_snapshot() const {
        {{"queue_depth", queue_depth_},
         {"running_sequences", running_json},
         {"executor_busy_ratio", busy_json}}},
+      {"executors", executors_json},
   };
   return result.dump();
 }

@@ -174,7 +174,8 @@ class metrics_registry {
   /// Adds the timings of one executor step.
   void record(const step_timing& x);
 
-  /// Starts (or restarts, forgetting its busy time) the wall time of an executor's busy ratio.
+  /// Starts (or restarts, forgetting its busy time and steps) the wall time of an executor's busy
+  /// ratio, and notes its device.
   void record(const executor_started& x);
 
   /// Sets the gauge of requests waiting in the batcher's queue.
@@ -251,6 +252,12 @@ class metrics_registry {
   /// 0 for an unknown executor or an empty wall time.
   double busy_ratio(const std::string& executor) const;
 
+  /// Steps `executor` ran; 0 for an unknown executor.
+  uint64_t executor_steps(const std::string& executor) const;
+
+  /// The device `executor` said it runs on ("cuda:1"); empty when unknown.
+  std::string executor_device(const std::string& executor) const;
+
   /// The last value of `set_queue_depth`.
   std::size_t queue_depth() const noexcept { return queue_depth_; }
 
@@ -265,8 +272,9 @@ class metrics_registry {
 
   /// A JSON object: `requests` (per outcome and `total`), `finish_reasons`, `tokens` (`prompt`,
   /// `generation`, `per_second`), `histograms` (per histogram `count`, `sum`, `mean`, `p50`,
-  /// `p90`, `p99`; `step_time_seconds` per kind; null where empty) and `gauges` (`queue_depth`,
-  /// `running_sequences` and `executor_busy_ratio` per executor).
+  /// `p90`, `p99`; `step_time_seconds` per kind; null where empty), `gauges` (`queue_depth`,
+  /// `running_sequences` and `executor_busy_ratio` per executor) and `executors` (per executor
+  /// its `device`, null when unknown, and `steps`).
   std::string json_snapshot() const;
 
   /// The main numbers.
@@ -284,6 +292,7 @@ class metrics_registry {
   struct executor_busy {
     time_point started;
     double busy_seconds = 0;
+    uint64_t steps = 0;
   };
 
   // -- member variables --------------------------------------------------------------------------
@@ -309,6 +318,8 @@ class metrics_registry {
   std::array<histogram, step_kind_count> step_time_;
   std::map<std::string, executor_busy> busy_;
   std::map<std::string, std::size_t> running_sequences_;
+  // Executor -> device, from `executor_started`.
+  std::map<std::string, std::string> devices_;
   std::size_t queue_depth_ = 0;
 };
 

@@ -127,6 +127,8 @@ struct executor_started {
   std::string executor;
   /// When the executor was ready to run steps.
   time_point at;
+  /// The device its model is placed on ("cpu", "cuda:1"); empty when unknown.
+  std::string device;
 };
 
 }  // namespace conveyor::pipeline

@@ -109,7 +109,7 @@ class registry_test : public ::testing::Test {
     registry.record(rejected());
     registry.record(expired());
     registry.record(failed());
-    registry.record(executor_started{"cuda:0", t0});
+    registry.record(executor_started{"cuda:0", t0, "cuda:0"});
     registry.record(step("cpu:0", step_kind::prefill, 2, 30, 40, 10, microseconds(5000)));
     registry.record(step("cpu:0", step_kind::decode, 2, 2, 2, 20, microseconds(2000)));
     registry.record(step("cpu:0", step_kind::decode, 1, 1, 1, 30, microseconds(2000)));
@@ -360,7 +360,7 @@ TEST_F(registry_test, gauges) {
 }
 
 TEST_F(registry_test, restart_forgets_busy_time) {
-  registry.record(executor_started{"cpu:0", t0 + milliseconds(50)});
+  registry.record(executor_started{"cpu:0", t0 + milliseconds(50), "cpu"});
   EXPECT_EQ(registry.busy_seconds("cpu:0"), 0);
   registry.record(step("cpu:0", step_kind::decode, 1, 1, 1, 60, microseconds(25000)));
   EXPECT_NEAR(registry.busy_ratio("cpu:0"), 0.5, 1e-12);
@@ -544,13 +544,41 @@ TEST_F(registry_test, prometheus_text_is_well_formed) {
       counts[key] = std::stoull(value);
     }
   }
-  EXPECT_EQ(types.size(), 18u);
+  EXPECT_EQ(types.size(), 20u);
   ASSERT_EQ(buckets.size(), 11u);  // 9 histograms + 2 step kinds
   for (const auto& [key, series_counts] : buckets) {
     EXPECT_EQ(last_le[key], "+Inf") << key;
     ASSERT_TRUE(counts.count(key)) << key;
     EXPECT_EQ(series_counts.back(), counts[key]) << key;
   }
+}
+
+TEST_F(registry_test, names_each_executor_s_device_and_counts_its_steps) {
+  EXPECT_EQ(registry.executor_device("cuda:0"), "cuda:0");
+  EXPECT_EQ(registry.executor_device("cpu:0"), "");  // it never said
+  EXPECT_EQ(registry.executor_steps("cpu:0"), 3u);
+  EXPECT_EQ(registry.executor_steps("cuda:0"), 1u);
+  EXPECT_EQ(registry.executor_steps("nowhere"), 0u);
+  auto lines = lines_of(registry.prometheus_text());
+  auto has = [&](const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  EXPECT_TRUE(has("# TYPE conveyor_executor_info gauge"));
+  EXPECT_TRUE(has("conveyor_executor_info{executor=\"cuda:0\",device=\"cuda:0\"} 1"));
+  EXPECT_TRUE(has("# TYPE conveyor_executor_steps_total counter"));
+  EXPECT_TRUE(has("conveyor_executor_steps_total{executor=\"cpu:0\"} 3"));
+  EXPECT_TRUE(has("conveyor_executor_steps_total{executor=\"cuda:0\"} 1"));
+  auto j = nlohmann::json::parse(registry.json_snapshot());
+  EXPECT_EQ(j["executors"]["cuda:0"]["device"], "cuda:0");
+  EXPECT_EQ(j["executors"]["cuda:0"]["steps"], 1);
+  EXPECT_TRUE(j["executors"]["cpu:0"]["device"].is_null());
+  EXPECT_EQ(j["executors"]["cpu:0"]["steps"], 3);
+  // A restart forgets the steps, not the device.
+  registry.record(executor_started{"cuda:0", t0, ""});
+  EXPECT_EQ(registry.executor_steps("cuda:0"), 0u);
+  EXPECT_EQ(registry.executor_device("cuda:0"), "cuda:0");
+  registry.reset();
+  EXPECT_EQ(registry.executor_device("cuda:0"), "");
 }
 
 TEST(metrics_registry, prometheus_escapes_label_values) {

@@ -1,0 +1,99 @@
+// Placement of executors on CUDA devices: every configured device must be visible, and the
+// executors on each device must fit in its free memory. Plain functions, torch-free, testable
+// with a faked device list.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "config/config.hpp"
+#include "gpu/devices.hpp"
+
+namespace conveyor::gpu {
+
+// -- model sizes ---------------------------------------------------------------------------------
+
+/// The numbers of the served model that placement needs (from model::llama_shape), so that gpu/
+/// needs no model header.
+struct model_sizes {
+  /// Parameters, the classifier counted once when shared (llama_shape::parameter_count()).
+  int64_t parameters = 0;
+  int32_t dim = 0;
+  int32_t hidden_dim = 0;
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t vocab_size = 0;
+  /// The model's own context; an executor with `context = 0` uses it.
+  int32_t seq_len = 0;
+  /// Bytes per element of weights, KV cache and activations: 4, the executors compute in float32.
+  int32_t bytes_per_element = 4;
+
+  int32_t head_dim() const { return n_heads == 0 ? 0 : dim / n_heads; }
+};
+
+/// The fixed part of the workspace margin of each executor on a GPU: the CUDA context, cuBLAS's
+/// workspace and the caching allocator's slack (512 MiB).
+inline constexpr int64_t cuda_context_margin_bytes = int64_t{512} << 20;
+
+/// Bytes of the weights: parameters x bytes per element.
+int64_t weight_bytes(const model_sizes& m);
+
+/// Bytes of one executor's KV cache: 2 (keys and values) x layers x kv_heads x head_dim x
+/// context x slots x bytes per element; `context` 0 means the model's seq_len.
+int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context);
+
+/// Bytes of one executor's workspace on a GPU: `cuda_context_margin_bytes` plus the buffers of one
+/// forward pass (activations and logits of max(max_batched_tokens, slots, context) tokens, and the
+/// decode step's gathered keys, values and scores of every slot).
+int64_t workspace_bytes(const model_sizes& m, const config::executor& e);
+
+// -- placement -----------------------------------------------------------------------------------
+
+/// What the executors placed on one CUDA device need there.
+struct device_demand {
+  /// The device.
+  device_info device;
+  /// Positions in the executor list of the executors on it, ascending.
+  std::vector<size_t> executors;
+  /// Sum over its executors: each holds its own copy of the weights.
+  int64_t weight_bytes = 0;
+  /// Sum over its executors.
+  int64_t kv_cache_bytes = 0;
+  /// Sum over its executors.
+  int64_t workspace_bytes = 0;
+
+  /// Everything together.
+  int64_t total_bytes() const { return weight_bytes + kv_cache_bytes + workspace_bytes; }
+};
+
+/// One line for logs and errors: "cuda:1 (NVIDIA H200): needs 3.2 GiB (weights 2.0 GiB + KV cache
+/// 1.2 GiB + workspace 1.0 GiB for 2 executors), 130.0 GiB free".
+std::string describe(const device_demand& d);
+
+/// Checks where `executors` run before any model is loaded: each "cuda" / "cuda:N" device must be
+/// in `devices` (the visible ones, `devices[i].index == i`), and per device the weights, KV caches
+/// and workspaces of all its executors together must fit in its free memory. "cpu" executors are
+/// not checked here. Returns the demand on each used CUDA device in index order, or an
+/// `ec::bad_config` error with every problem on its own line, e.g.
+///
+///     executors[0]: device cuda:0 is not available: no CUDA device visible
+///     executors[3]: device cuda:4 is not available: 2 CUDA device(s) visible (cuda:0 to cuda:1)
+///     cuda:1 (NVIDIA H200): needs 3.2 GiB (weights ... for 2 executors), 1.0 GiB free
+///
+/// `none_visible_reason` says why `devices` is empty (device_provider::none_visible_reason).
+expected<std::vector<device_demand>> check_placement(const std::vector<config::executor>& executors,
+                                                     const std::vector<device_info>& devices,
+                                                     std::string_view none_visible_reason,
+                                                     const model_sizes& model);
+
+/// `check_placement` against the devices `provider` lists now.
+expected<std::vector<device_demand>> check_placement(const std::vector<config::executor>& executors,
+                                                     const device_provider& provider,
+                                                     const model_sizes& model);
+
+}  // namespace conveyor::gpu
