@@ -216,4 +216,38 @@ TEST_F(gpus_test, executors_that_do_not_fit_on_their_device_fail_the_start) {
   EXPECT_TRUE(mapped.empty()) << "no model was loaded";
 }
 
+TEST_F(gpus_test, two_executors_on_one_real_gpu_each_give_the_expected_tokens) {
+  // The real devices: this runs where a GPU is visible (scripts/gpu-check.sh), else skips.
+  if (gpu::visible_gpus() == 0) GTEST_SKIP() << gpu::system_devices().none_visible_reason();
+  const auto expected = test::load_expected_run();
+  auto cfg = auto_config();
+  cfg.auto_executors = false;
+  cfg.executors.resize(2);
+  cfg.executors[0].device = "cuda:0";
+  cfg.executors[1].device = "cuda:0";
+  auto h = spawn_pipeline(sys, cfg);
+  ASSERT_TRUE(h) << message_of(h.error());
+  handle = std::move(*h);
+  ASSERT_EQ(handle->executors.size(), 2u);
+  const std::vector<std::string> names{"cuda:0:0", "cuda:0:1"};
+  request_id next = 1;
+  std::set<std::string> worked;
+  for (int round = 0; round < 20 && worked.size() < names.size(); ++round) {
+    auto answers = run_round(next, 4, expected);
+    next += 4;
+    ASSERT_EQ(answers.size(), 4u);
+    for (const auto& [id, a] : answers) {
+      ASSERT_EQ(a.results.size(), 1u) << "request " << id;
+      EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
+      EXPECT_EQ(a.tokens, expected.generated()) << "request " << id;
+    }
+    auto snapshot = nlohmann::json::parse(ask_metrics(atom::snapshot::value));
+    for (const auto& name : names)
+      if (snapshot["executors"].contains(name) && snapshot["executors"][name]["steps"] > 0)
+        worked.insert(name);
+  }
+  EXPECT_EQ(worked, (std::set<std::string>{names.begin(), names.end()}))
+      << "not both executors pulled work";
+}
+
 }  // namespace
