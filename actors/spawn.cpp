@@ -26,6 +26,26 @@ int64_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
 }
 
+/// Refuses an executor whose device this process cannot use, before any model is loaded: the
+/// error names the executor ("executors[1]: device cuda:0 is not available: ...").
+caf::error device_problem(size_t index, const std::string& device) {
+  if (device == "cpu") return {};
+  const std::string what =
+      "executors[" + std::to_string(index) + "]: device " + device + " is not available: ";
+  if (!gpu::built_with_cuda())
+    return make_error(ec::bad_config, what + "this build's libtorch has no CUDA (the CUDA build: "
+                                             "scripts/setup.sh --cuda)");
+  // config::validate has checked the form: "cuda" or "cuda:N".
+  const size_t ordinal = device == "cuda" ? 0 : std::stoul(device.substr(5));
+  const size_t visible = gpu::visible_gpus();
+  if (visible == 0) return make_error(ec::bad_config, what + "no CUDA device visible");
+  if (ordinal >= visible)
+    return make_error(ec::bad_config, what + std::to_string(visible) +
+                                          " CUDA device(s) visible (cuda:0 to cuda:" +
+                                          std::to_string(visible - 1) + ")");
+  return {};
+}
+
 /// The tokenizer and the shape of the model of `cfg`, checked against each other.
 struct model_files {
   std::string model_spec;
@@ -61,6 +81,8 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   const size_t gpus = cfg.auto_executors ? gpu::visible_gpus() : 0;
   if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices());
   auto executors = config::resolve_executors(cfg, gpus);
+  for (size_t i = 0; i < executors.size(); ++i)
+    if (auto err = device_problem(i, executors[i].device)) return err;
   // Every KV cache is reserved at start: check that they fit before allocating any.
   int64_t kv_total = 0;
   for (const auto& e : executors) {
