@@ -23,6 +23,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #if defined(CONVEYOR_CUDA_GRAPHS)
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #endif
 #endif
@@ -478,7 +479,10 @@ class llama_cuda final : public causal_lm {
     if (!graph) {
       // Warm up on a side stream (cuBLAS handles, allocator), then capture.
       auto side = at::cuda::getStreamFromPool(false, dev_.index());
-      side.wait_stream(at::cuda::getCurrentCUDAStream(dev_.index()));
+      // The side stream waits for the work queued so far (CUDAStream has no wait_stream).
+      at::cuda::CUDAEvent queued;
+      queued.record(at::cuda::getCurrentCUDAStream(dev_.index()));
+      queued.block(side);
       {
         c10::cuda::CUDAStreamGuard sg{side};
         decode_body(b, span);
@@ -487,7 +491,9 @@ class llama_cuda final : public causal_lm {
         decode_body(b, span);
         graph->capture_end();
       }
-      at::cuda::getCurrentCUDAStream(dev_.index()).wait_stream(side);
+      at::cuda::CUDAEvent captured;
+      captured.record(side);
+      captured.block(at::cuda::getCurrentCUDAStream(dev_.index()));
     } else {
       graph->replay();
     }
