@@ -15,3 +15,10 @@ foreach(_conveyor_path IN ITEMS "${TORCH_LIBRARY}" "${Caffe2_DIR}" "${C10_CUDA_L
 endforeach()
 message(STATUS "Conveyor: CUDA build against ${_conveyor_torch_prefix}, CUDA toolkit "
                "${CUDAToolkit_VERSION} in ${CUDAToolkit_LIBRARY_DIR}")
+
+# PyTorch's wheels are built with a newer GCC (manylinux_2_28's gcc-toolset) whose libstdc++
+# pieces missing from older systems are linked into libtorch.so and exported from it
+# (std::filesystem::remove_all, ...). Listed before libstdc++.so.6, libtorch.so would lend its
+# copies to all of Conveyor's code, and they crash with Debian 12's libstdc++ (remove_all jumps to
+# address 0). Naming libstdc++ first makes the system's own definitions win.
+add_link_options("LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
