@@ -94,23 +94,32 @@ flock -u 9
 # What the loader finds: libtorch's RUNPATH (the venv's nvidia/ folders) and the system's
 # ld.so.cache, where the CUDA toolkit registers $cuda_lib. libcuda.so.1 is the NVIDIA driver:
 # only a machine with a GPU has it, and only libcaffe2_nvrtc.so (loaded on demand) links it.
-missing=()
+declare -A needed_by=()
 for lib in libtorch.so libtorch_cuda.so libtorch_cuda_linalg.so libc10_cuda.so \
   libtorch_nvshmem.so libcaffe2_nvrtc.so; do
   while read -r soname; do
-    [ "$soname" = libcuda.so.1 ] || missing+=("$soname (needed by $lib)")
+    [ "$soname" = libcuda.so.1 ] || [ -n "${needed_by[$soname]:-}" ] || needed_by[$soname]=$lib
   done < <(ldd "$torch_dir/lib/$lib" | awk '/not found/ {print $1}')
 done
-if [ ${#missing[@]} -gt 0 ]; then
+if [ ${#needed_by[@]} -gt 0 ]; then
+  what=()
   hint=""
-  for m in "${missing[@]}"; do
-    soname=${m%% *}
-    if [ -e "$cuda_lib/$soname" ]; then
-      hint=" $cuda_lib has $soname but the loader does not search it: add $cuda_lib to \
+  for soname in "${!needed_by[@]}"; do
+    what+=("$soname (needed by ${needed_by[$soname]})")
+    case "$soname" in
+      libcusparseLt.* | libnvshmem* | libcufile*)
+        hint+=" $soname comes from PyPI into $venv: delete $venv and run again." ;;
+      *)
+        if [ -e "$cuda_lib/$soname" ]; then
+          hint+=" $cuda_lib has $soname but the loader does not search it: add $cuda_lib to \
 /etc/ld.so.conf.d/ and run ldconfig (as the CUDA installer does), or to LD_LIBRARY_PATH."
-    fi
+        else
+          hint+=" $soname is not in the CUDA toolkit ($cuda_lib)."
+        fi
+        ;;
+    esac
   done
-  die "libraries that torch $torch_version needs are not found: ${missing[*]}.$hint"
+  die "libraries that torch $torch_version needs are not found: ${what[*]}.$hint"
 fi
 ldconfig -p | grep 'libcuda\.so\.1 ' >/dev/null ||
   log "no libcuda.so.1 (the NVIDIA driver): fine for building and the tests that need no GPU"
