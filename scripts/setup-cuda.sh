@@ -174,7 +174,12 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_TESTS=ON \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DTORCH_CUDA_ARCH_LIST=9.0 >&2
 cmake --build "$build" -j "$(nproc)" >&2
 
-# The binary runs on torch from the venv, not Debian's libtorch.
+# Compiled with the venv's torch headers (no header of Debian's libtorch-dev in any object's
+# dependencies) and run on the venv's libtorch, not Debian's.
+debian_headers=$(ninja -C "$build" -t deps | grep -cE '^ +/usr/include/(ATen|c10|caffe2|torch)/' ||
+  true)
+[ "$debian_headers" = 0 ] || die "$build compiled $debian_headers header(s) of Debian's \
+libtorch-dev (/usr/include/{ATen,c10,caffe2,torch}): see ninja -C $build -t deps"
 libtorch=$(ldd "$build/apps/conveyor" | awk '$1 == "libtorch.so" {print $3}')
 case "$libtorch" in
   "$torch_dir"/*) log "linked $build/apps/conveyor against $libtorch" ;;
