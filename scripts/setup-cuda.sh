@@ -180,8 +180,11 @@ debian_headers=$(ninja -C "$build" -t deps | grep -cE '^ +/usr/include/(ATen|c10
   true)
 [ "$debian_headers" = 0 ] || die "$build compiled $debian_headers header(s) of Debian's \
 libtorch-dev (/usr/include/{ATen,c10,caffe2,torch}): see ninja -C $build -t deps"
-libtorch=$(ldd "$build/apps/conveyor" | awk '$1 == "libtorch.so" {print $3}')
-case "$libtorch" in
-  "$torch_dir"/*) log "linked $build/apps/conveyor against $libtorch" ;;
-  *) die "$build/apps/conveyor loads libtorch.so from '${libtorch:-nowhere}', not $torch_dir" ;;
-esac
+for lib in libtorch_cpu.so libtorch_cuda.so libc10.so; do
+  path=$(ldd "$build/apps/conveyor" | awk -v lib="$lib" '$1 == lib {print $3}')
+  case "$path" in
+    "$torch_dir"/*) ;;
+    *) die "$build/apps/conveyor loads $lib from '${path:-nowhere}', not $torch_dir/lib" ;;
+  esac
+done
+log "linked $build/apps/conveyor against libtorch_cpu, libtorch_cuda and libc10 in $torch_dir/lib"
