@@ -8,8 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --cuda: also the CUDA build (build-cuda/, PyTorch's libtorch from PyPI): scripts/setup-cuda.sh.
 with_tests=0
-[ "${1:-}" = "--tests" ] && with_tests=1
+with_cuda=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) with_tests=1 ;;
+    --cuda) with_cuda=1 ;;
+    *)
+      echo "setup: unknown argument '$arg' (known: --tests, --cuda)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 packages=(build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libtorch-dev libspdlog-dev libboost-dev libsentencepiece-dev
@@ -62,3 +73,7 @@ jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_TESTS=ON \
   -DCONVEYOR_BENCHMARKS=ON >&2
 cmake --build build -j "$jobs" >&2
+
+if [ $with_cuda = 1 ]; then
+  scripts/setup-cuda.sh
+fi

@@ -1,4 +1,5 @@
-// The real `conveyor generate` and `conveyor config` programs: exact output, clear errors.
+// The real `conveyor generate`, `config` and `serve` programs: exact output, clear errors.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
@@ -125,4 +126,22 @@ TEST(config_command, prints_the_effective_configuration_and_names_bad_keys) {
   EXPECT_NE(bad.err.find("batcher.max_batch_size"), std::string::npos) << bad.err;
   auto file = conveyor("config --config " + source("config/conveyor.toml"));
   EXPECT_EQ(file.exit_code, 0) << file.err;
+}
+
+TEST(serve_command, an_executor_on_cuda_0_without_a_gpu_fails_at_start_naming_it) {
+  struct stat st {};
+  if (::stat("/dev/nvidia0", &st) == 0) GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  auto r = conveyor("serve --port 0 --set executors=cpu,cuda:0");
+  EXPECT_EQ(r.exit_code, 1);
+  // The CUDA build says no device is visible, the CPU build that it has no CUDA.
+  const std::string prefix = "conveyor serve: executors[1]: device cuda:0 is not available: ";
+  const std::string cuda_build = prefix + "no CUDA device visible\n";
+  const std::string cpu_build =
+      prefix + "this build's libtorch has no CUDA (the CUDA build: scripts/setup.sh --cuda)\n";
+  const auto at = r.err.find(prefix);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string line = r.err.substr(at, r.err.find('\n', at) + 1 - at);
+  EXPECT_TRUE(line == cuda_build || line == cpu_build) << line;
+  EXPECT_EQ(r.err.find("listening"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
 }
