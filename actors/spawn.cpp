@@ -55,17 +55,7 @@ expected<model_files> open_model(const config::pipeline& cfg) {
 }
 
 gpu::model_sizes sizes_of(const model::llama_shape& s) {
-  gpu::model_sizes m;
-  m.parameters = s.parameter_count();
-  m.dim = s.dim;
-  m.hidden_dim = s.hidden_dim;
-  m.n_layers = s.n_layers;
-  m.n_heads = s.n_heads;
-  m.n_kv_heads = s.n_kv_heads;
-  m.vocab_size = s.vocab_size;
-  m.seq_len = s.seq_len;
-  m.bytes_per_element = int32_t(sizeof(float));  // every executor computes in float32
-  return m;
+  return {s, model::compute_dtype::f32};  // executors compute in float32
 }
 
 bool names_cuda(const std::vector<config::executor>& executors) {

@@ -7,29 +7,29 @@
 namespace conveyor::gpu {
 
 int64_t weight_bytes(const model_sizes& m) {
-  return m.parameters * m.bytes_per_element;
+  return m.shape.parameter_count() * model::bytes_per_element(m.dtype);
 }
 
 int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context) {
-  if (context == 0) context = m.seq_len;
-  return 2 * int64_t{m.n_layers} * m.n_kv_heads * m.head_dim() * context * slots *
-         m.bytes_per_element;
+  return model::kv_cache_bytes(m.shape, int32_t(slots),
+                               int32_t(context == 0 ? m.shape.seq_len : context), m.dtype);
 }
 
 int64_t workspace_bytes(const model_sizes& m, const config::executor& e) {
-  const int64_t context = e.context == 0 ? m.seq_len : e.context;
+  const auto& s = m.shape;
+  const int64_t context = e.context == 0 ? s.seq_len : e.context;
   const int64_t tokens = std::max({e.max_batched_tokens, e.slots, context});
-  const int64_t d = m.dim, h = m.hidden_dim, v = m.vocab_size, hs = m.head_dim();
-  const int64_t kv = int64_t{m.n_kv_heads} * hs;
+  const int64_t d = s.dim, h = s.hidden_dim, v = s.vocab_size, hs = s.head_size();
+  const int64_t kv = s.kv_dim();
   // One forward pass of the GPU network's workspace: x, xb, sq, q, att, xf, xfn and the fused qkv
   // (d + 2 kv), rotary rows, the fused w1/w3 output (2 h) and its product (h), the logits;
   // token ids, positions and cache rows as 64-bit integers.
   const int64_t per_token = 8 * d + 3 * kv + 3 * h + hs + v + 2;
-  const int64_t index_bytes = tokens * (3 + m.n_kv_heads) * 8;
+  const int64_t index_bytes = tokens * (3 + s.n_kv_heads) * 8;
   // The decode step: gathered keys and values of every slot, scores, probabilities and mask.
   const int64_t decode =
-      2 * e.slots * context * kv + 2 * e.slots * m.n_heads * context + e.slots * context;
-  return cuda_context_margin_bytes + (tokens * per_token + decode) * m.bytes_per_element +
+      2 * e.slots * context * kv + 2 * e.slots * s.n_heads * context + e.slots * context;
+  return cuda_context_margin_bytes + (tokens * per_token + decode) * model::bytes_per_element(m.dtype) +
          index_bytes;
 }
 

@@ -12,39 +12,27 @@
 #include "common/error.hpp"
 #include "config/config.hpp"
 #include "gpu/devices.hpp"
+#include "model/causal_lm.hpp"
 
 namespace conveyor::gpu {
 
 // -- model sizes ---------------------------------------------------------------------------------
 
-/// The numbers of the served model that placement needs (from model::llama_shape), so that gpu/
-/// needs no model header.
+/// The served model as placement sees it: its shape and the number format executors compute in.
 struct model_sizes {
-  /// Parameters, the classifier counted once when shared (llama_shape::parameter_count()).
-  int64_t parameters = 0;
-  int32_t dim = 0;
-  int32_t hidden_dim = 0;
-  int32_t n_layers = 0;
-  int32_t n_heads = 0;
-  int32_t n_kv_heads = 0;
-  int32_t vocab_size = 0;
-  /// The model's own context; an executor with `context = 0` uses it.
-  int32_t seq_len = 0;
-  /// Bytes per element of weights, KV cache and activations: 4, the executors compute in float32.
-  int32_t bytes_per_element = 4;
-
-  int32_t head_dim() const { return n_heads == 0 ? 0 : dim / n_heads; }
+  model::llama_shape shape;
+  model::compute_dtype dtype = model::compute_dtype::f32;
 };
 
 /// The fixed part of the workspace margin of each executor on a GPU: the CUDA context, cuBLAS's
 /// workspace and the caching allocator's slack (512 MiB).
 inline constexpr int64_t cuda_context_margin_bytes = int64_t{512} << 20;
 
-/// Bytes of the weights: parameters x bytes per element.
+/// Bytes of the weights: parameters (llama_shape::parameter_count) x bytes per element.
 int64_t weight_bytes(const model_sizes& m);
 
-/// Bytes of one executor's KV cache: 2 (keys and values) x layers x kv_heads x head_dim x
-/// context x slots x bytes per element; `context` 0 means the model's seq_len.
+/// Bytes of one executor's KV cache (model::kv_cache_bytes); `context` 0 means the model's
+/// seq_len.
 int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context);
 
 /// Bytes of one executor's workspace on a GPU: `cuda_context_margin_bytes` plus the buffers of one

@@ -97,6 +97,33 @@ class gpus_test : public ::testing::Test {
     return out;
   }
 
+  // Rounds of `count` greedy requests (at most 20) until every executor of `names` made a step;
+  // every answer must be the expected run. The executors that worked.
+  std::set<std::string> rounds_until_each_worked(const std::vector<std::string>& names,
+                                                 size_t count, const test::expected_run& expected) {
+    request_id next = 1;
+    std::set<std::string> worked;
+    for (int round = 0; round < 20 && worked.size() < names.size(); ++round) {
+      auto answers = run_round(next, count, expected);
+      next += count;
+      EXPECT_EQ(answers.size(), count);
+      for (const auto& [id, a] : answers) {
+        if (a.results.size() != 1u) {
+          ADD_FAILURE() << "request " << id << " ended " << a.results.size() << " times";
+          continue;
+        }
+        EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
+        EXPECT_EQ(a.results[0].reason, finish_reason::length);
+        EXPECT_EQ(a.tokens, expected.generated()) << "request " << id;
+      }
+      auto snapshot = nlohmann::json::parse(ask_metrics(atom::snapshot::value));
+      for (const auto& name : names)
+        if (snapshot["executors"].contains(name) && snapshot["executors"][name]["steps"] > 0)
+          worked.insert(name);
+    }
+    return worked;
+  }
+
   template <class Atom>
   std::string ask_metrics(Atom what) {
     caf::scoped_actor self{sys};
@@ -126,24 +153,8 @@ TEST_F(gpus_test, auto_spawns_one_executor_per_device_and_each_gives_the_expecte
   // Rounds of six requests until the metrics show steps on every executor (the first round
   // normally does it: each executor takes one request at a time). Every answer of every round
   // must be the expected run, so it is whichever executor ran it.
-  request_id next = 1;
-  std::set<std::string> worked;
-  for (int round = 0; round < 20 && worked.size() < names.size(); ++round) {
-    auto answers = run_round(next, 6, expected);
-    next += 6;
-    ASSERT_EQ(answers.size(), 6u);
-    for (const auto& [id, a] : answers) {
-      ASSERT_EQ(a.results.size(), 1u) << "request " << id;
-      EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
-      EXPECT_EQ(a.results[0].reason, finish_reason::length);
-      EXPECT_EQ(a.tokens, expected.generated()) << "request " << id;
-    }
-    auto snapshot = nlohmann::json::parse(ask_metrics(atom::snapshot::value));
-    for (const auto& name : names)
-      if (snapshot["executors"].contains(name) && snapshot["executors"][name]["steps"] > 0)
-        worked.insert(name);
-  }
-  EXPECT_EQ(worked, (std::set<std::string>{names.begin(), names.end()}))
+  EXPECT_EQ(rounds_until_each_worked(names, 6, expected),
+            (std::set<std::string>{names.begin(), names.end()}))
       << "not every executor pulled work";
   // /metrics names each executor's device.
   auto text = ask_metrics(atom::prometheus::value);
@@ -230,23 +241,8 @@ TEST_F(gpus_test, two_executors_on_one_real_gpu_each_give_the_expected_tokens) {
   handle = std::move(*h);
   ASSERT_EQ(handle->executors.size(), 2u);
   const std::vector<std::string> names{"cuda:0:0", "cuda:0:1"};
-  request_id next = 1;
-  std::set<std::string> worked;
-  for (int round = 0; round < 20 && worked.size() < names.size(); ++round) {
-    auto answers = run_round(next, 4, expected);
-    next += 4;
-    ASSERT_EQ(answers.size(), 4u);
-    for (const auto& [id, a] : answers) {
-      ASSERT_EQ(a.results.size(), 1u) << "request " << id;
-      EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
-      EXPECT_EQ(a.tokens, expected.generated()) << "request " << id;
-    }
-    auto snapshot = nlohmann::json::parse(ask_metrics(atom::snapshot::value));
-    for (const auto& name : names)
-      if (snapshot["executors"].contains(name) && snapshot["executors"][name]["steps"] > 0)
-        worked.insert(name);
-  }
-  EXPECT_EQ(worked, (std::set<std::string>{names.begin(), names.end()}))
+  EXPECT_EQ(rounds_until_each_worked(names, 4, expected),
+            (std::set<std::string>{names.begin(), names.end()}))
       << "not both executors pulled work";
 }
 

@@ -10,20 +10,17 @@ namespace {
 
 constexpr int64_t gib = int64_t{1} << 30;
 
-// 512 Mi parameters (2 GiB of float32 weights); a KV cache of 16 slots x 2048 tokens is
+// 219.6 M parameters (0.82 GiB of float32 weights); a KV cache of 16 slots x 2048 tokens is
 // 2 x 16 layers x 8 kv_heads x 64 x 2048 x 16 x 4 bytes = 2 GiB.
 model_sizes big_model() {
-  model_sizes m;
-  m.parameters = int64_t{512} << 20;
-  m.dim = 1024;
-  m.hidden_dim = 2816;
-  m.n_layers = 16;
-  m.n_heads = 16;
-  m.n_kv_heads = 8;
-  m.vocab_size = 32000;
-  m.seq_len = 2048;
-  return m;
+  return {model::llama_shape{1024, 2816, 16, 16, 8, 32000, 2048, true}, model::compute_dtype::f32};
 }
+
+// The parameters of big_model counted by hand: embedding (shared classifier), per layer two
+// norms, wq and wo, wk and wv (kv_dim 512), w1, w2 and w3; the final norm.
+constexpr int64_t big_model_parameters =
+    int64_t{32000} * 1024 +                                                       // embedding
+    16 * (2 * 1024 + 1024 * 1024 * 2 + 2 * 512 * 1024 + 3 * 2816 * 1024) + 1024;  // layers, norm
 
 config::executor on(const std::string& device, int64_t slots = 16) {
   config::executor e;
@@ -42,13 +39,12 @@ std::string error_of(const expected<std::vector<device_demand>>& x) {
 
 TEST(gpu_placement, sizes_follow_the_formulas) {
   auto m = big_model();
-  EXPECT_EQ(m.head_dim(), 64);
-  EXPECT_EQ(weight_bytes(m), 2 * gib);
+  EXPECT_EQ(weight_bytes(m), big_model_parameters * 4);
   EXPECT_EQ(kv_cache_bytes(m, 16, 2048), 2 * gib);
   EXPECT_EQ(kv_cache_bytes(m, 16, 0), 2 * gib);  // 0: the model's seq_len
   EXPECT_EQ(kv_cache_bytes(m, 8, 1024), gib / 2);
-  m.bytes_per_element = 2;
-  EXPECT_EQ(weight_bytes(m), gib);
+  m.dtype = model::compute_dtype::bf16;
+  EXPECT_EQ(weight_bytes(m), big_model_parameters * 2);
   EXPECT_EQ(kv_cache_bytes(m, 16, 2048), gib);
 }
 
@@ -70,7 +66,7 @@ TEST(gpu_placement, executors_that_fit_get_their_demand_per_device) {
   const auto& first = (*placed)[0];
   EXPECT_EQ(first.device.index, 0);  // "cuda" is cuda:0
   EXPECT_EQ(first.executors, std::vector<size_t>{2});
-  EXPECT_EQ(first.weight_bytes, 2 * gib);
+  EXPECT_EQ(first.weight_bytes, big_model_parameters * 4);
   EXPECT_EQ(first.kv_cache_bytes, 2 * gib);
   EXPECT_EQ(first.workspace_bytes, workspace_bytes(m, xs[2]));
   EXPECT_EQ((*placed)[1].device.index, 1);
@@ -79,7 +75,7 @@ TEST(gpu_placement, executors_that_fit_get_their_demand_per_device) {
 
 TEST(gpu_placement, executors_on_one_device_are_summed) {
   auto m = big_model();
-  // Each needs about 5 GiB (2 + 2 + a workspace of about 1): one fits in 6 GiB, two do not.
+  // Each needs about 3.9 GiB (0.8 + 2 + a workspace of about 1): one fits in 6 GiB, two do not.
   std::vector<config::executor> one{on("cuda:1")};
   ASSERT_TRUE(check_placement(one, two_h200s(100 * gib, 6 * gib), "unused", m));
   std::vector<config::executor> two{on("cuda:1"), on("cuda:0"), on("cuda:1")};
@@ -87,8 +83,10 @@ TEST(gpu_placement, executors_on_one_device_are_summed) {
   ASSERT_FALSE(placed);
   EXPECT_EQ(code_of(placed.error()), ec::bad_config);
   const int64_t workspace = 2 * workspace_bytes(m, two[0]);
-  EXPECT_EQ(error_of(placed), "cuda:1 (NVIDIA H200): needs " + human_bytes(8 * gib + workspace) +
-                                  " (weights 4.0 GiB + KV cache 4.0 GiB + workspace " +
+  const int64_t weights = 2 * big_model_parameters * 4;
+  EXPECT_EQ(error_of(placed), "cuda:1 (NVIDIA H200): needs " +
+                                  human_bytes(weights + 4 * gib + workspace) + " (weights " +
+                                  human_bytes(weights) + " + KV cache 4.0 GiB + workspace " +
                                   human_bytes(workspace) + " for 2 executors), 6.0 GiB free");
 }
 
