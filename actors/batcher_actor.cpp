@@ -7,25 +7,20 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "pipeline/request_checks.hpp"
+#include "pipeline/request_ledger.hpp"
+
 namespace conveyor {
 
 namespace {
 
-/// Where a live request is.
-enum class stage : uint8_t { tokenizing, waiting, running };
+using pipeline::request_stage;
 
-struct live_request {
+/// What the batcher keeps per live request beside the ledger's record.
+struct request_handles {
   sink_actor sink;
-  stage where = stage::tokenizing;
-  bool cancel_requested = false;
+  /// While running: the executor, to send it a cancel.
   executor_actor executor;
-  /// While running: the request as it was sent, to run it again elsewhere if its executor is
-  /// lost before it streamed anything (one copy of the prompt per running request).
-  std::optional<sequence_request> sent;
-  /// The executor said it streams this request (`started`): it cannot run again unseen.
-  bool started = false;
-  /// When the request arrived (for the result of a request that ends here).
-  stamp arrival = 0;
   /// While on a remote executor: the local guard its output goes through (see sink_guard).
   sink_actor guard;
 };
@@ -47,8 +42,8 @@ sink_actor::behavior_type sink_guard(sink_actor::pointer self, sink_actor sink) 
 struct executor_entry {
   executor_actor handle;
   executor_report report;
-  /// Requests sent to it so far.
-  uint64_t sent = 0;
+  /// Its id in the ledger.
+  uint64_t id = 0;
 };
 
 struct batcher_state {
@@ -57,7 +52,7 @@ struct batcher_state {
   batcher_settings settings;
   std::unique_ptr<pipeline::batching_policy> policy;
   std::unique_ptr<pipeline::waiting_queue> queue;
-  std::unordered_map<request_id, live_request> live;
+  pipeline::request_ledger<request_handles> ledger;
   std::unordered_map<caf::actor_addr, executor_entry> executors;
   caf::actor tokenizers;
   metrics_actor metrics;
@@ -84,12 +79,12 @@ void flush_timings(batcher_pointer self) {
 void end_here(batcher_pointer self, request_id id, outcome how, ec code, std::string message,
               const request_times& times, int32_t prompt_tokens) {
   auto& st = self->state;
-  auto it = st.live.find(id);
-  if (it == st.live.end()) return;
+  auto* l = st.ledger.find(id);
+  if (!l) return;
   auto result = make_failure(id, how, code, std::move(message), times, prompt_tokens);
   st.pending_timings.requests.push_back(timing_of(result));
-  self->send(it->second.guard ? it->second.guard : it->second.sink, std::move(result));
-  st.live.erase(it);
+  self->send(l->handles.guard ? l->handles.guard : l->handles.sink, std::move(result));
+  st.ledger.close(id);
 }
 
 void arm_timer(batcher_pointer self);
@@ -105,7 +100,7 @@ void dispatch(batcher_pointer self) {
   for (auto& [addr, e] : st.executors) {
     if (st.queue->empty()) break;
     // Requests sent but not yet received count as taken.
-    const int32_t in_flight = int32_t(e.sent - e.report.received);
+    const int32_t in_flight = st.ledger.in_flight(e.id, e.report.received);
     pipeline::executor_view view{e.report.free_slots - in_flight, e.report.active + in_flight};
     if (view.free_slots <= 0) continue;
     auto picked = st.policy->select(*st.queue, view, now);
@@ -113,22 +108,22 @@ void dispatch(batcher_pointer self) {
     std::vector<work_item> items;
     items.reserve(picked.size());
     for (auto& req : picked) {
-      auto& l = st.live[req.id];
-      l.where = stage::running;
-      l.executor = e.handle;
-      l.sent = req;
-      l.started = false;
+      auto* l = st.ledger.find(req.id);
+      if (!l) continue;
+      st.ledger.running(req.id, e.id, req);
+      auto& h = l->handles;
+      h.executor = e.handle;
       // A request queued again after a lost executor may still have its old guard.
-      if (l.guard) caf::anon_send_exit(l.guard, caf::exit_reason::user_shutdown);
-      l.guard = nullptr;
-      sink_actor delivery = l.sink;
+      if (h.guard) caf::anon_send_exit(h.guard, caf::exit_reason::user_shutdown);
+      h.guard = nullptr;
+      sink_actor delivery = h.sink;
       if (e.handle.node() != self->node()) {
-        l.guard = self->spawn(sink_guard, l.sink);
-        delivery = l.guard;
+        h.guard = self->spawn(sink_guard, h.sink);
+        delivery = h.guard;
       }
       items.push_back(work_item{std::move(req), delivery});
     }
-    e.sent += items.size();
+    st.ledger.sent(e.id, items.size());
     self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());
   }
   // The gauge only when it changed: dispatch runs for every request and every pull.
@@ -158,9 +153,9 @@ void arm_timer(batcher_pointer self) {
 
 void enqueue(batcher_pointer self, sequence_request req) {
   auto& st = self->state;
-  auto it = st.live.find(req.id);
-  if (it == st.live.end()) return;
-  if (it->second.cancel_requested) {
+  auto* l = st.ledger.find(req.id);
+  if (!l) return;
+  if (l->cancel_requested) {
     end_here(self, req.id, outcome::cancelled, ec::cancelled, "request cancelled", req.times,
              int32_t(req.prompt.size()));
     return;
@@ -179,7 +174,7 @@ void enqueue(batcher_pointer self, sequence_request req) {
     flush_timings(self);
     return;
   }
-  it->second.where = stage::waiting;
+  st.ledger.waiting(id);
   dispatch(self);
 }
 
@@ -197,6 +192,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
     auto it = st.executors.find(dm.source);
     if (it == st.executors.end()) return;
     const std::string name = it->second.report.name;
+    const uint64_t executor = it->second.id;
     st.executors.erase(it);
     // stop_pipeline stops the executors and the batcher at once: an executor that goes first
     // was stopped, not lost.
@@ -206,42 +202,35 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
       spdlog::error("executor {} lost: {}", name, caf::to_string(dm.reason));
     // Its requests that streamed nothing run again from the start (their sinks heard nothing);
     // the others fail: their sinks heard part of an answer that cannot resume elsewhere unseen.
-    std::vector<request_id> lost;
-    for (auto& [id, l] : st.live)
-      if (l.where == stage::running && l.executor.address() == dm.source) lost.push_back(id);
-    size_t requeued = 0;
-    for (auto id : lost) {
-      auto& l = st.live[id];
+    auto plan = st.ledger.lose_executor(executor);
+    auto ended_here = [&](request_id id) {
       request_times times;
-      times.arrival = l.arrival;
-      if (l.cancel_requested) {
-        end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled", times, 0);
-        continue;
-      }
-      if (l.started || !l.sent) {
-        end_here(self, id, outcome::failed, ec::executor_lost,
-                 "executor " + name + " was lost after the request had started streaming", times,
-                 0);
-        continue;
-      }
-      sequence_request req = std::move(*l.sent);
-      l.sent.reset();
-      l.executor = nullptr;
+      if (auto* l = st.ledger.find(id)) times.arrival = l->arrival;
+      return times;
+    };
+    for (auto id : plan.cancelled)
+      end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled", ended_here(id), 0);
+    for (auto id : plan.failed)
+      end_here(self, id, outcome::failed, ec::executor_lost,
+               "executor " + name + " was lost after the request had started streaming",
+               ended_here(id), 0);
+    size_t requeued = 0;
+    for (auto& req : plan.again) {
+      if (auto* l = st.ledger.find(req.id)) l->handles.executor = nullptr;
+      const auto id = req.id;
       const auto sent_times = req.times;
       const auto prompt_tokens = int32_t(req.prompt.size());
-      req.times.admitted = 0;
-      req.times.first_token = 0;
       if (auto full = st.queue->push(std::move(req))) {
         end_here(self, id, outcome::failed, ec::executor_lost,
                  "executor " + name + " was lost and the queue has no room to run it again",
                  sent_times, prompt_tokens);
         continue;
       }
-      l.where = stage::waiting;
       ++requeued;
     }
+    const size_t lost = plan.cancelled.size() + plan.failed.size() + plan.again.size();
     spdlog::error("executor {} lost ({}): {} running request(s) queued again, {} failed", name,
-                  caf::to_string(dm.reason), requeued, lost.size() - requeued);
+                  caf::to_string(dm.reason), requeued, lost - requeued);
     dispatch(self);
   });
   return {
@@ -252,31 +241,20 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
         const auto id = req.id;
         request_times times;
         times.arrival = req.arrival;
-        if (st.live.count(id) != 0) {
+        if (!st.ledger.open(id, req.arrival, request_handles{sink, {}, {}})) {
           self->send(
               sink, make_failure(id, outcome::rejected, ec::bad_request,
                                  "request id " + std::to_string(id) + " is already in use", times));
           return id;
         }
-        live_request fresh;
-        fresh.sink = sink;
-        fresh.arrival = req.arrival;
-        st.live.emplace(id, std::move(fresh));
         auto reject = [&](ec code, std::string message) {
           end_here(self, id, outcome::rejected, code, std::move(message), times, 0);
           flush_timings(self);
           return id;
         };
         if (st.draining) return reject(ec::shutting_down, st.drain_message);
-        const auto& p = req.params;
-        if (p.max_tokens < 1)
-          return reject(ec::bad_request,
-                        "max_tokens must be at least 1, got " + std::to_string(p.max_tokens));
-        if (p.temperature < 0) return reject(ec::bad_request, "temperature must not be negative");
-        if (!(p.top_p > 0 && p.top_p <= 1))
-          return reject(ec::bad_request, "top_p must be in (0, 1]");
-        if (p.top_k < 0) return reject(ec::bad_request, "top_k must not be negative");
-        if (req.timeout_s < 0) return reject(ec::bad_request, "timeout must not be negative");
+        if (auto problem = pipeline::check_request(req.params, req.timeout_s))
+          return reject(ec::bad_request, std::move(*problem));
         const double timeout = req.timeout_s > 0 ? req.timeout_s : st.settings.default_timeout_s;
         const stamp deadline = timeout > 0 ? req.arrival + stamp(timeout * 1e9) : 0;
         self->request(st.tokenizers, caf::infinite, atom::encode::value, std::move(req))
@@ -295,36 +273,32 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
       },
       [=](atom::cancel, request_id id) {
         auto& st = self->state;
-        auto it = st.live.find(id);
-        if (it == st.live.end()) return;
-        switch (it->second.where) {
-          case stage::tokenizing:
-            it->second.cancel_requested = true;
+        auto* l = st.ledger.find(id);
+        if (!l) return;
+        switch (l->stage) {
+          case request_stage::tokenizing:
+            l->cancel_requested = true;
             break;
-          case stage::waiting:
+          case request_stage::waiting:
             if (auto req = st.queue->remove(id)) {
               end_here(self, id, outcome::cancelled, ec::cancelled, "request cancelled", req->times,
                        int32_t(req->prompt.size()));
               flush_timings(self);
             }
             break;
-          case stage::running:
-            it->second.cancel_requested = true;
-            self->send(it->second.executor, atom::cancel::value, id);
+          case request_stage::running:
+            l->cancel_requested = true;
+            self->send(l->handles.executor, atom::cancel::value, id);
             break;
         }
       },
       [=](atom::status) {
         auto& st = self->state;
         pipeline_status s;
-        for (auto& [id, l] : st.live) {
-          if (l.where == stage::tokenizing)
-            ++s.tokenizing;
-          else if (l.where == stage::waiting)
-            ++s.waiting;
-          else
-            ++s.running;
-        }
+        const auto counts = st.ledger.counts();
+        s.tokenizing = counts.tokenizing;
+        s.waiting = counts.waiting;
+        s.running = counts.running;
         s.executors = st.executors.size();
         s.draining = st.draining;
         return s;
@@ -345,20 +319,15 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
         auto [it, fresh] = st.executors.try_emplace(exec.address());
         if (fresh) {
           it->second.handle = exec;
+          it->second.id = st.ledger.add_executor();
           self->monitor(exec);
           spdlog::info("executor {} ready", report.name);
         }
         it->second.report = std::move(report);
         dispatch(self);
       },
-      [=](atom::done, request_id id, outcome) { self->state.live.erase(id); },
-      [=](atom::started, request_id id) {
-        auto& st = self->state;
-        if (auto it = st.live.find(id); it != st.live.end()) {
-          it->second.started = true;
-          it->second.sent.reset();  // it cannot run again: no need to keep its prompt
-        }
-      },
+      [=](atom::done, request_id id, outcome) { self->state.ledger.close(id); },
+      [=](atom::started, request_id id) { self->state.ledger.started(id); },
       [=](atom::wakeup, uint64_t generation) {
         auto& st = self->state;
         if (generation != st.timer_generation) return;
