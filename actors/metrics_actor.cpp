@@ -4,6 +4,9 @@
 #include <caf/all.hpp>
 
 #include "pipeline/metrics.hpp"
+#include "pipeline/metrics_json.hpp"
+#include "pipeline/metrics_log.hpp"
+#include "pipeline/metrics_prometheus.hpp"
 
 namespace conveyor {
 
@@ -35,10 +38,10 @@ metrics_actor::behavior_type metrics(metrics_actor::stateful_pointer<metrics_sta
         else if (name.rfind("running:", 0) == 0)
           r.set_running_sequences(name.substr(8), size_t(value));
       },
-      [=](atom::prometheus) { return self->state.registry.prometheus_text(); },
-      [=](atom::snapshot) { return self->state.registry.json_snapshot(); },
+      [=](atom::prometheus) { return pipeline::prometheus_text(self->state.registry); },
+      [=](atom::snapshot) { return pipeline::json_snapshot(self->state.registry); },
       [=](atom::summary) {
-        spdlog::info("{}", self->state.registry.summary_line());
+        spdlog::info("{}", pipeline::summary_line(self->state.registry));
         const double interval = self->state.interval_s;
         if (interval > 0)
           self->delayed_send(self, std::chrono::milliseconds(int64_t(interval * 1000)),

@@ -1,5 +1,5 @@
-// Metrics aggregation: turns timing events into histograms, counters and gauges, rendered as
-// Prometheus text, a JSON snapshot or a one-line summary.
+// Metrics aggregation: turns timing events into histograms, counters and gauges. The renderers
+// are beside it, one per format: metrics_prometheus.hpp, metrics_json.hpp, metrics_log.hpp.
 #pragma once
 
 #include <array>
@@ -10,86 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/histogram.hpp"
 #include "pipeline/timing.hpp"
 
 namespace conveyor::pipeline {
-
-// -- percentiles ---------------------------------------------------------------------------------
-
-/// Returns the `q`-th percentile of `samples`, `q` in [0, 100] (clamped), with numpy's default
-/// definition ("linear"): sort the n samples into x[0..n-1], let h = (n - 1) * q / 100, and
-/// interpolate linearly between the closest ranks: x[floor(h)] + (h - floor(h)) *
-/// (x[floor(h) + 1] - x[floor(h)]). E.g. for {1, ..., 10}: p50 = 5.5, p90 = 9.1, p99 = 9.91.
-/// One sample is every percentile. Returns NaN when `samples` is empty or `q` is NaN. The
-/// samples must not contain NaN. Runs in O(n) (selection, no full sort).
-double percentile(std::vector<double> samples, double q);
-
-// -- histogram -----------------------------------------------------------------------------------
-
-/// A Prometheus-style histogram with fixed bucket bounds, plus a bounded reservoir of raw
-/// samples for percentiles.
-///
-/// Buckets, `count` and `sum` are exact over every observation, so `mean` is exact. Percentiles
-/// come from a uniform random sample of the observations (reservoir sampling, Vitter's algorithm
-/// R, with a fixed seed so runs are reproducible): exact while `count() <= reservoir_capacity`,
-/// an unbiased estimate of the whole history after that. Not thread-safe.
-class histogram {
- public:
-  // -- constants ---------------------------------------------------------------------------------
-
-  /// The default number of raw samples a histogram keeps for percentiles (32 KiB).
-  static constexpr std::size_t default_reservoir_capacity = 4096;
-
-  // -- constructors ------------------------------------------------------------------------------
-
-  /// Makes an empty histogram with the given finite upper bounds (strictly ascending; the
-  /// `+Inf` bucket is implied) and a reservoir of `reservoir_capacity` samples.
-  explicit histogram(std::vector<double> upper_bounds,
-                     std::size_t reservoir_capacity = default_reservoir_capacity);
-
-  // -- modifiers ---------------------------------------------------------------------------------
-
-  /// Adds one observation. NaN is ignored.
-  void observe(double x);
-
-  /// Forgets every observation; keeps the bounds and the capacity.
-  void reset();
-
-  // -- observers ---------------------------------------------------------------------------------
-
-  /// The finite upper bounds of the buckets (inclusive: `x <= bound`), ascending.
-  const std::vector<double>& upper_bounds() const noexcept { return upper_bounds_; }
-
-  /// The cumulative bucket counts as Prometheus exposes them: element i counts observations
-  /// `<= upper_bounds()[i]`; one more last element, the `+Inf` bucket, equals `count()`.
-  std::vector<uint64_t> cumulative_counts() const;
-
-  /// The number of observations.
-  uint64_t count() const noexcept { return count_; }
-
-  /// The sum of the observations.
-  double sum() const noexcept { return sum_; }
-
-  /// The exact mean of the observations; NaN when there are none.
-  double mean() const noexcept;
-
-  /// The `q`-th percentile (`q` in [0, 100]) of the reservoir as `pipeline::percentile` defines
-  /// it; NaN when there are no observations.
-  double percentile(double q) const;
-
-  /// The raw samples kept for percentiles, in no particular order.
-  const std::vector<double>& reservoir() const noexcept { return reservoir_; }
-
- private:
-  std::vector<double> upper_bounds_;
-  // Per bucket (not cumulative); one more than `upper_bounds_`, the last is the +Inf bucket.
-  std::vector<uint64_t> bucket_counts_;
-  uint64_t count_ = 0;
-  double sum_ = 0;
-  std::size_t reservoir_capacity_;
-  std::vector<double> reservoir_;
-  uint64_t rng_state_;
-};
 
 // -- summary -------------------------------------------------------------------------------------
 
@@ -133,6 +57,12 @@ struct summary {
   /// Generated tokens per second (see `metrics_registry::tokens_per_second`).
   double tokens_per_second = 0;
 };
+
+/// Every outcome, step kind and finish reason, in the order the renderers list them.
+inline constexpr outcome all_outcomes[] = {outcome::finished, outcome::cancelled, outcome::expired,
+                                           outcome::rejected, outcome::failed};
+inline constexpr step_kind all_step_kinds[] = {step_kind::prefill, step_kind::decode};
+inline constexpr finish_reason all_finish_reasons[] = {finish_reason::stop, finish_reason::length};
 
 // -- registry ------------------------------------------------------------------------------------
 
@@ -264,26 +194,10 @@ class metrics_registry {
   /// The last value of `set_running_sequences` for `executor`; 0 when never set.
   std::size_t running_sequences(const std::string& executor) const;
 
-  // -- rendering ---------------------------------------------------------------------------------
+  // -- summary ---------------------------------------------------------------------------------
 
-  /// Everything in the Prometheus text exposition format 0.0.4, names `conveyor_*`, times in
-  /// seconds. Every series appears from the start (zero-valued), so scrapes see no gaps.
-  std::string prometheus_text() const;
-
-  /// A JSON object: `requests` (per outcome and `total`), `finish_reasons`, `tokens` (`prompt`,
-  /// `generation`, `per_second`), `histograms` (per histogram `count`, `sum`, `mean`, `p50`,
-  /// `p90`, `p99`; `step_time_seconds` per kind; null where empty), `gauges` (`queue_depth`,
-  /// `running_sequences` and `executor_busy_ratio` per executor) and `executors` (per executor
-  /// its `device`, null when unknown, and `steps`).
-  std::string json_snapshot() const;
-
-  /// The main numbers.
+  /// The main numbers, for the log line and the bench command's table.
   pipeline::summary summarize() const;
-
-  /// The main numbers on one line, e.g. "requests finished=120 cancelled=0 expired=0 rejected=3
-  /// failed=0 | queue p50=1.2ms p99=3.4ms | ttft p50=12ms p99=40ms | itl mean=2.1ms | tpot
-  /// p50=2ms | e2e p50=450ms p99=1.2s | batch mean=7.5 pad=12.0% | tok/s=1234.5".
-  std::string summary_line() const;
 
  private:
   // -- member types ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "common/prometheus.hpp"
 #include "server/server_state.hpp"
 
 namespace conveyor::server {
@@ -20,29 +21,24 @@ void http_counters::count_response(unsigned status) {
 }
 
 std::string http_counters::render(std::size_t open_connections, int64_t running_requests) const {
-  std::ostringstream out;
-  out << "# HELP conveyor_http_connections Open HTTP connections.\n"
-      << "# TYPE conveyor_http_connections gauge\n"
-      << "conveyor_http_connections " << open_connections << '\n'
-      << "# HELP conveyor_http_running_completions Completions being answered.\n"
-      << "# TYPE conveyor_http_running_completions gauge\n"
-      << "conveyor_http_running_completions " << running_requests << '\n'
-      << "# HELP conveyor_http_responses_total HTTP responses by status code.\n"
-      << "# TYPE conveyor_http_responses_total counter\n";
+  using namespace conveyor::prometheus;
+  std::string out;
+  write_header(out, "conveyor_http_connections", "Open HTTP connections.", "gauge");
+  write_sample(out, "conveyor_http_connections", {}, uint64_t{open_connections});
+  write_header(out, "conveyor_http_running_completions", "Completions being answered.", "gauge");
+  write_sample(out, "conveyor_http_running_completions", {}, double(running_requests));
+  write_header(out, "conveyor_http_responses_total", "HTTP responses by status code.", "counter");
   {
     std::lock_guard<std::mutex> lock{mutex_};
     for (const auto& [status, count] : responses_)
-      out << "conveyor_http_responses_total{code=\"" << status << "\"} " << count << '\n';
+      write_sample(out, "conveyor_http_responses_total", label("code", std::to_string(status)),
+                   uint64_t{count});
   }
-  out << "# HELP conveyor_http_client_disconnects_total Completions cancelled because their "
-         "client went away.\n"
-      << "# TYPE conveyor_http_client_disconnects_total counter\n"
-      << "conveyor_http_client_disconnects_total " << client_gone_.load() << '\n'
-      << "# HELP conveyor_http_slow_client_disconnects_total Connections closed because their "
-         "client read too slowly.\n"
-      << "# TYPE conveyor_http_slow_client_disconnects_total counter\n"
-      << "conveyor_http_slow_client_disconnects_total " << slow_clients_.load() << '\n';
-  return out.str();
+  write_counter(out, "conveyor_http_client_disconnects_total",
+                "Completions cancelled because their client went away.", client_gone_.load());
+  write_counter(out, "conveyor_http_slow_client_disconnects_total",
+                "Connections closed because their client read too slowly.", slow_clients_.load());
+  return out;
 }
 
 // -- server state --------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 // Tests of the metrics core: percentiles, histograms, the registry and its three renderings.
 #include "pipeline/metrics.hpp"
+#include "pipeline/metrics_json.hpp"
+#include "pipeline/metrics_log.hpp"
+#include "pipeline/metrics_prometheus.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -401,7 +404,7 @@ std::vector<std::string> family(const std::vector<std::string>& lines, const std
 }
 
 TEST_F(registry_test, prometheus_histogram_lines_are_exact) {
-  auto lines = lines_of(registry.prometheus_text());
+  auto lines = lines_of(prometheus_text(registry));
   auto ttft = family(lines,
                      "# HELP conveyor_time_to_first_token_seconds Seconds from a request's "
                      "arrival to its first output token.");
@@ -449,7 +452,7 @@ TEST_F(registry_test, prometheus_histogram_lines_are_exact) {
 }
 
 TEST_F(registry_test, prometheus_counter_and_gauge_lines_are_exact) {
-  auto lines = lines_of(registry.prometheus_text());
+  auto lines = lines_of(prometheus_text(registry));
   std::vector<std::string> expected = {
       "# HELP conveyor_requests_total Requests that ended, by outcome.",
       "# TYPE conveyor_requests_total counter",
@@ -490,7 +493,7 @@ std::pair<std::string, std::string> split_sample(const std::string& line) {
 }
 
 TEST_F(registry_test, prometheus_text_is_well_formed) {
-  auto text = registry.prometheus_text();
+  auto text = prometheus_text(registry);
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
   std::map<std::string, std::string> types;              // family -> type
@@ -559,7 +562,7 @@ TEST_F(registry_test, names_each_executor_s_device_and_counts_its_steps) {
   EXPECT_EQ(registry.executor_steps("cpu:0"), 3u);
   EXPECT_EQ(registry.executor_steps("cuda:0"), 1u);
   EXPECT_EQ(registry.executor_steps("nowhere"), 0u);
-  auto lines = lines_of(registry.prometheus_text());
+  auto lines = lines_of(prometheus_text(registry));
   auto has = [&](const std::string& line) {
     return std::find(lines.begin(), lines.end(), line) != lines.end();
   };
@@ -568,7 +571,7 @@ TEST_F(registry_test, names_each_executor_s_device_and_counts_its_steps) {
   EXPECT_TRUE(has("# TYPE conveyor_executor_steps_total counter"));
   EXPECT_TRUE(has("conveyor_executor_steps_total{executor=\"cpu:0\"} 3"));
   EXPECT_TRUE(has("conveyor_executor_steps_total{executor=\"cuda:0\"} 1"));
-  auto j = nlohmann::json::parse(registry.json_snapshot());
+  auto j = nlohmann::json::parse(json_snapshot(registry));
   EXPECT_EQ(j["executors"]["cuda:0"]["device"], "cuda:0");
   EXPECT_EQ(j["executors"]["cuda:0"]["steps"], 1);
   EXPECT_TRUE(j["executors"]["cpu:0"]["device"].is_null());
@@ -584,7 +587,7 @@ TEST_F(registry_test, names_each_executor_s_device_and_counts_its_steps) {
 TEST(metrics_registry, prometheus_escapes_label_values) {
   metrics_registry registry{[] { return t0 + std::chrono::seconds(1); }};
   registry.set_running_sequences("a\\b\"c\nd", 1);
-  auto text = registry.prometheus_text();
+  auto text = prometheus_text(registry);
   EXPECT_NE(text.find("conveyor_running_sequences{executor=\"a\\\\b\\\"c\\nd\"} 1\n"),
             std::string::npos)
       << text;
@@ -593,7 +596,7 @@ TEST(metrics_registry, prometheus_escapes_label_values) {
 // -- registry: JSON and summary ------------------------------------------------------------------
 
 TEST_F(registry_test, json_snapshot_has_the_numbers) {
-  auto j = nlohmann::json::parse(registry.json_snapshot());
+  auto j = nlohmann::json::parse(json_snapshot(registry));
   EXPECT_EQ(j["requests"]["finished"], 3);
   EXPECT_EQ(j["requests"]["cancelled"], 1);
   EXPECT_EQ(j["requests"]["expired"], 1);
@@ -629,7 +632,7 @@ TEST_F(registry_test, json_snapshot_has_the_numbers) {
 
 TEST(metrics_registry, json_snapshot_of_nothing_has_nulls) {
   metrics_registry registry;
-  auto j = nlohmann::json::parse(registry.json_snapshot());
+  auto j = nlohmann::json::parse(json_snapshot(registry));
   EXPECT_EQ(j["requests"]["total"], 0);
   EXPECT_EQ(j["histograms"]["e2e_latency_seconds"]["count"], 0);
   EXPECT_TRUE(j["histograms"]["e2e_latency_seconds"]["mean"].is_null());
@@ -655,7 +658,7 @@ TEST_F(registry_test, summary_has_the_main_numbers) {
   EXPECT_DOUBLE_EQ(s.batch_size_mean, 2.25);
   EXPECT_DOUBLE_EQ(s.padding_fraction_mean, 0.1875);
   EXPECT_DOUBLE_EQ(s.tokens_per_second, 10 / 1.5);
-  EXPECT_EQ(registry.summary_line(),
+  EXPECT_EQ(summary_line(registry),
             "requests finished=3 cancelled=1 expired=1 rejected=1 failed=1 | queue p50=8ms "
             "p99=29.6ms | ttft p50=188ms p99=493ms | itl mean=17.5ms | tpot p50=17.5ms | e2e "
             "p50=270ms p99=495ms | batch mean=2.2 pad=18.8% | tok/s=6.7");
@@ -663,7 +666,7 @@ TEST_F(registry_test, summary_has_the_main_numbers) {
 
 TEST(metrics_registry, summary_line_of_nothing_shows_dashes) {
   metrics_registry registry;
-  EXPECT_EQ(registry.summary_line(),
+  EXPECT_EQ(summary_line(registry),
             "requests finished=0 cancelled=0 expired=0 rejected=0 failed=0 | queue p50=- p99=- "
             "| ttft p50=- p99=- | itl mean=- | tpot p50=- | e2e p50=- p99=- | batch mean=- "
             "pad=- | tok/s=0.0");
