@@ -1,6 +1,8 @@
 // The remote connector: connect, attach, monitor, and on refusal or loss try again later.
 #include "actors/remote_connector.hpp"
 
+#include "common/host_port.hpp"
+
 #include <algorithm>
 #include <chrono>
 
@@ -77,11 +79,14 @@ caf::behavior connector(connector_pointer self, std::string address, batcher_act
   st.batcher = std::move(batcher);
   st.backoff = backoff;
   st.delay_s = backoff.initial_s;
-  if (!parse_host_port(st.address, st.host, st.port)) {
+  auto address_parts = parse_host_port(st.address);
+  if (!address_parts) {
     spdlog::error("worker {}: not a host:port address", st.address);
     self->quit();
     return {};
   }
+  st.host = address_parts->host;
+  st.port = address_parts->port;
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     if (!st.worker || dm.source != st.worker.address()) return;
@@ -99,20 +104,6 @@ caf::behavior connector(connector_pointer self, std::string address, batcher_act
 }
 
 }  // namespace
-
-bool parse_host_port(const std::string& address, std::string& host, uint16_t& port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  const auto digits = address.substr(colon + 1);
-  if (digits.size() > 5 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return false;
-  const long value = std::stol(digits);
-  if (value < 1 || value > 65535) return false;
-  host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  port = uint16_t(value);
-  return true;
-}
 
 caf::actor spawn_remote_connector(caf::actor_system& system, std::string address,
                                   batcher_actor batcher, reconnect_backoff backoff) {

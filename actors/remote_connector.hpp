@@ -16,8 +16,6 @@ struct reconnect_backoff {
   double max_s = 10.0;
 };
 
-/// Splits "host:port"; false when it is not of that form (the port 1..65535).
-bool parse_host_port(const std::string& address, std::string& host, uint16_t& port);
 
 /// Spawns the connector of the worker at `address` ("host:port"). It connects, sends the worker
 /// `(attach, batcher)` so that the worker's executors pull from `batcher`, monitors the worker and

@@ -19,6 +19,8 @@
 #include <boost/beast/http/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/host_port.hpp"
+
 namespace conveyor::bench {
 
 namespace beast = boost::beast;
@@ -39,15 +41,15 @@ expected<target_url> parse_target_url(const std::string& url) {
     rest.resize(slash);
     while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
   }
-  auto colon = rest.rfind(':');
-  if (colon != std::string::npos) {
-    out.port = rest.substr(colon + 1);
-    rest.resize(colon);
-    if (out.port.empty() || out.port.find_first_not_of("0123456789") != std::string::npos)
-      return make_error(ec::bad_request, "--target " + url + ": bad port");
-  }
   if (rest.empty()) return make_error(ec::bad_request, "--target " + url + ": no host");
-  out.host = rest;
+  if (rest.back() == ']' || rest.find(':') == std::string::npos) {  // no port: the default
+    out.host = rest;
+    return out;
+  }
+  auto address = parse_host_port(rest);
+  if (!address) return make_error(ec::bad_request, "--target " + url + ": bad host or port");
+  out.host = address->host;
+  out.port = std::to_string(address->port);
   return out;
 }
 

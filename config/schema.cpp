@@ -1,6 +1,8 @@
 // Value rules, the checks between values, and the helpers that name and suggest keys.
 #include "config/schema.hpp"
 
+#include "common/host_port.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -131,15 +133,7 @@ std::string check_device(std::string_view value) {
 }
 
 std::string check_endpoint(std::string_view value) {
-  auto colon = value.rfind(':');
-  if (colon != std::string_view::npos && colon > 0) {
-    auto port = value.substr(colon + 1);
-    if (all_digits(port) && port.size() <= 5) {
-      int n = 0;
-      std::from_chars(port.data(), port.data() + port.size(), n);
-      if (n >= 1 && n <= 65535) return {};
-    }
-  }
+  if (parse_host_port(value)) return {};
   return "must be 'host:port' with a port from 1 to 65535, got '" + std::string{value} + "'";
 }
 

@@ -16,6 +16,7 @@
 #include "actors/worker_actor.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
+#include "common/host_port.hpp"
 #include "model/causal_lm.hpp"
 #include "pipeline/message_types.hpp"
 
@@ -35,15 +36,15 @@ int run_worker(const worker_flags& flags) {
     return 1;
   }
   setup_logging(cfg->log.level);
-  std::string host;
-  uint16_t port = 0;
-  if (flags.listen.size() > 2 && flags.listen.compare(flags.listen.size() - 2, 2, ":0") == 0) {
-    host = flags.listen.substr(0, flags.listen.size() - 2);  // port 0: any free port
-  } else if (!parse_host_port(flags.listen, host, port)) {
+  // Port 0: any free port.
+  const auto listen = parse_host_port(flags.listen, /*min_port=*/0);
+  if (!listen) {
     std::fprintf(stderr, "conveyor worker: --listen %s: expected HOST:PORT\n",
                  flags.listen.c_str());
     return 1;
   }
+  const std::string host = listen->host;
+  const uint16_t port = listen->port;
   if (cfg->executors.empty() && !cfg->auto_executors) {
     std::fprintf(stderr, "conveyor worker: the configuration lists no executor to publish\n");
     return 1;

@@ -225,15 +225,4 @@ TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_on
 
 }  // namespace
 
-TEST(remote_connector, parses_host_and_port) {
-  std::string host;
-  uint16_t port = 0;
-  EXPECT_TRUE(parse_host_port("127.0.0.1:7001", host, port));
-  EXPECT_EQ(host, "127.0.0.1");
-  EXPECT_EQ(port, 7001);
-  EXPECT_TRUE(parse_host_port("[::1]:80", host, port));
-  EXPECT_EQ(host, "::1");
-  EXPECT_EQ(port, 80);
-  for (const char* bad : {"host", "host:", ":80", "host:0", "host:65536", "host:8o"})
-    EXPECT_FALSE(parse_host_port(bad, host, port)) << bad;
-}
+
