@@ -54,7 +54,7 @@ struct batcher_state {
   std::unique_ptr<pipeline::waiting_queue> queue;
   pipeline::request_ledger<request_handles> ledger;
   std::unordered_map<caf::actor_addr, executor_entry> executors;
-  caf::actor tokenizers;
+  tokenizer_actor tokenizers;
   metrics_actor metrics;
   request_id next_id = uint64_t{1} << 62;
   bool draining = false;
@@ -129,8 +129,7 @@ void dispatch(batcher_pointer self) {
   // The gauge only when it changed: dispatch runs for every request and every pull.
   if (st.queue->size() != st.reported_depth) {
     st.reported_depth = st.queue->size();
-    self->send(st.metrics, atom::gauge::value, std::string{"queue_depth"},
-               double(st.reported_depth));
+    self->send(st.metrics, atom::queue_depth::value, uint64_t{st.reported_depth});
   }
   flush_timings(self);
   arm_timer(self);
@@ -179,7 +178,7 @@ void enqueue(batcher_pointer self, sequence_request req) {
 }
 
 batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings settings,
-                                     caf::actor tokenizers, metrics_actor metrics) {
+                                     tokenizer_actor tokenizers, metrics_actor metrics) {
   auto& st = self->state;
   st.settings = settings;
   st.policy = pipeline::make_policy(settings.options);
@@ -340,7 +339,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
 }  // namespace
 
 batcher_actor spawn_batcher(caf::actor_system& system, batcher_settings settings,
-                            caf::actor tokenizers, metrics_actor metrics) {
+                            tokenizer_actor tokenizers, metrics_actor metrics) {
   return system.spawn(batcher, std::move(settings), std::move(tokenizers), std::move(metrics));
 }
 

@@ -19,6 +19,6 @@ struct batcher_settings {
 /// Spawns the batcher. `tokenizers` encodes prompts; `metrics` hears timings of requests that
 /// end before an executor takes them.
 batcher_actor spawn_batcher(caf::actor_system& system, batcher_settings settings,
-                            caf::actor tokenizers, metrics_actor metrics);
+                            tokenizer_actor tokenizers, metrics_actor metrics);
 
 }  // namespace conveyor

@@ -82,7 +82,7 @@ void report(executor_pointer self) {
   st.reported_active = active;
   self->send(st.batcher, atom::pull::value, executor_actor{self},
              executor_report{free, active, st.received, st.core->name()});
-  self->send(st.metrics, atom::gauge::value, "running:" + st.core->name(), double(active));
+  self->send(st.metrics, atom::running::value, st.core->name(), uint64_t(active));
 }
 
 /// Ends every running request (their sinks hear `message`) and forgets the batcher's bookkeeping.

@@ -31,12 +31,11 @@ metrics_actor::behavior_type metrics(metrics_actor::stateful_pointer<metrics_sta
         for (auto& t : batch.requests) r.record(t);
         for (auto& t : batch.steps) r.record(t);
       },
-      [=](atom::gauge, const std::string& name, double value) {
-        auto& r = self->state.registry;
-        if (name == "queue_depth")
-          r.set_queue_depth(size_t(value));
-        else if (name.rfind("running:", 0) == 0)
-          r.set_running_sequences(name.substr(8), size_t(value));
+      [=](atom::queue_depth, uint64_t requests) {
+        self->state.registry.set_queue_depth(size_t(requests));
+      },
+      [=](atom::running, const std::string& executor, uint64_t sequences) {
+        self->state.registry.set_running_sequences(executor, size_t(sequences));
       },
       [=](atom::prometheus) { return pipeline::prometheus_text(self->state.registry); },
       [=](atom::snapshot) { return pipeline::json_snapshot(self->state.registry); },

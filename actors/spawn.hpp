@@ -37,7 +37,7 @@ struct pipeline_handle {
   metrics_actor metrics;
   std::vector<executor_actor> executors;
   /// The pool of tokenizer workers.
-  caf::actor tokenizers;
+  tokenizer_actor tokenizers;
   /// One connector per `cluster.remote` worker (see remote_connector.hpp).
   std::vector<caf::actor> connectors;
   /// The served model's name ("stories260K").

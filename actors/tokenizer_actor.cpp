@@ -5,8 +5,9 @@
 
 namespace conveyor {
 
-caf::behavior tokenizer_worker(caf::event_based_actor*,
-                               std::shared_ptr<const model::tokenizer> tokenizer, int32_t context) {
+tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
+                                                std::shared_ptr<const model::tokenizer> tokenizer,
+                                                int32_t context) {
   return {
       [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
         sequence_request seq;
@@ -35,14 +36,37 @@ caf::behavior tokenizer_worker(caf::event_based_actor*,
   };
 }
 
-caf::actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                std::shared_ptr<const model::tokenizer> tokenizer,
-                                int32_t context) {
-  auto factory = [&system, tokenizer, context] {
-    return system.spawn(tokenizer_worker, tokenizer, context);
+namespace {
+
+struct pool_state {
+  static inline const char* name = "tokenizer_pool";
+  std::vector<tokenizer_actor> workers;
+  size_t next = 0;
+};
+
+/// Hands each request to the next worker in turn; the worker answers the requester directly.
+tokenizer_actor::behavior_type tokenizer_pool(
+    tokenizer_actor::stateful_pointer<pool_state> self, std::vector<tokenizer_actor> workers) {
+  for (auto& w : workers) self->link_to(w);
+  self->state.workers = std::move(workers);
+  return {
+      [=](atom::encode encode, generate_request& req) -> caf::delegated<sequence_request> {
+        auto& st = self->state;
+        const auto& worker = st.workers[st.next++ % st.workers.size()];
+        return self->delegate(worker, encode, std::move(req));
+      },
   };
-  return caf::actor_pool::make(system.dummy_execution_unit(), std::max<size_t>(1, workers), factory,
-                               caf::actor_pool::round_robin());
+}
+
+}  // namespace
+
+tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
+                                     std::shared_ptr<const model::tokenizer> tokenizer,
+                                     int32_t context) {
+  std::vector<tokenizer_actor> pool;
+  for (size_t i = 0; i < std::max<size_t>(1, workers); ++i)
+    pool.push_back(system.spawn(tokenizer_worker, tokenizer, context));
+  return system.spawn(tokenizer_pool, std::move(pool));
 }
 
 }  // namespace conveyor

@@ -12,11 +12,14 @@ namespace conveyor {
 
 /// One tokenizer worker: (encode, generate_request) -> sequence_request, or an error
 /// (prompt_too_long, bad_request).
-caf::behavior tokenizer_worker(caf::event_based_actor* self,
-                               std::shared_ptr<const model::tokenizer> tokenizer, int32_t context);
+tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer self,
+                                                std::shared_ptr<const model::tokenizer> tokenizer,
+                                                int32_t context);
 
-/// A round-robin pool of `workers` tokenizer workers.
-caf::actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                std::shared_ptr<const model::tokenizer> tokenizer, int32_t context);
+/// A round-robin pool of `workers` tokenizer workers behind one handle of the same interface;
+/// the workers end with the pool.
+tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
+                                     std::shared_ptr<const model::tokenizer> tokenizer,
+                                     int32_t context);
 
 }  // namespace conveyor

@@ -31,7 +31,8 @@ using drain = caf::atom_constant<caf::atom("drain")>;
 using status = caf::atom_constant<caf::atom("status")>;
 using prometheus = caf::atom_constant<caf::atom("prometheus")>;
 using snapshot = caf::atom_constant<caf::atom("snapshot")>;
-using gauge = caf::atom_constant<caf::atom("gauge")>;
+using queue_depth = caf::atom_constant<caf::atom("qdepth")>;
+using running = caf::atom_constant<caf::atom("running")>;
 using flush = caf::atom_constant<caf::atom("flush")>;
 using summary = caf::atom_constant<caf::atom("summary")>;
 using started = caf::atom_constant<caf::atom("started")>;
@@ -83,6 +84,12 @@ using sink_actor = caf::typed_actor<
     caf::reacts_to<token_chunk>,
     // The end: finished, cancelled, expired, rejected or failed.
     caf::reacts_to<request_result>>;
+
+/// The TOKENIZER actor interface: one worker, or the round-robin pool in front of them.
+using tokenizer_actor = caf::typed_actor<
+    // Encode a request's prompt (or check its token ids); an error when it cannot fit in the
+    // context (prompt_too_long) or holds ids outside the vocabulary (bad_request).
+    caf::replies_to<atom::encode, generate_request>::with<sequence_request>>;
 
 /// A work item on its way from the batcher to an executor: the request and where its output goes.
 struct work_item {
@@ -167,8 +174,10 @@ namespace conveyor {
 using metrics_actor = caf::typed_actor<
     // Record timing events.
     caf::reacts_to<timing_batch>,
-    // Set a gauge: "queue_depth" (value), or "running:<executor>" (sequences).
-    caf::reacts_to<atom::gauge, std::string, double>,
+    // Requests waiting in the batcher's queue.
+    caf::reacts_to<atom::queue_depth, uint64_t>,
+    // Sequences running on an executor (by name).
+    caf::reacts_to<atom::running, std::string, uint64_t>,
     // The Prometheus text.
     caf::replies_to<atom::prometheus>::with<std::string>,
     // The JSON snapshot.

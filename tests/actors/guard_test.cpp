@@ -78,7 +78,7 @@ TEST(sink_guard, a_result_whose_done_never_arrives_ends_the_request_once) {
     ~stopper() {
       for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     }
-  } stop{{caf::actor_cast<caf::actor>(batcher), tokenizers, caf::actor_cast<caf::actor>(metrics)}};
+  } stop{{caf::actor_cast<caf::actor>(batcher), caf::actor_cast<caf::actor>(tokenizers), caf::actor_cast<caf::actor>(metrics)}};
   size_t chunks = 0;
   std::vector<request_result> ends;
   {

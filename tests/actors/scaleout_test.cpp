@@ -178,7 +178,7 @@ TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_stream
   EXPECT_EQ(streamed.size(), 1u);
   for (const auto& e : real) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
   for (const caf::actor& a :
-       {caf::actor_cast<caf::actor>(batcher), tokenizers, caf::actor_cast<caf::actor>(metrics)})
+       {caf::actor_cast<caf::actor>(batcher), caf::actor_cast<caf::actor>(tokenizers), caf::actor_cast<caf::actor>(metrics)})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
