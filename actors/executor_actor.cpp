@@ -171,16 +171,16 @@ executor_actor::behavior_type executor(executor_pointer self,
         deliver(self, out);
         flush_timings(self, true);
       },
-      [=](atom::attach, caf::actor& batcher) {
+      [=](atom::attach, batcher_ref& batcher) {
         auto& st = self->state;
-        auto next = caf::actor_cast<batcher_actor>(batcher);
+        auto next = std::move(batcher.handle);
         if (st.batcher == next) return;
         if (st.batcher) {
           self->demonitor(st.batcher.address());
           abandon_all(self, "the executor moved to another batcher", false);
         }
         spdlog::info("executor {}: attached to batcher {}", st.core->name(),
-                     caf::to_string(batcher.address()));
+                     caf::to_string(next.address()));
         st.batcher = std::move(next);
         st.draining = false;
         self->monitor(st.batcher);

@@ -1,14 +1,14 @@
 // The remote connector: connect, attach, monitor, and on refusal or loss try again later.
 #include "actors/remote_connector.hpp"
 
-#include "common/host_port.hpp"
-
 #include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+
+#include "common/host_port.hpp"
 
 namespace conveyor {
 
@@ -28,7 +28,7 @@ struct connector_state {
   uint64_t failures = 0;
 };
 
-using connector_pointer = caf::stateful_actor<connector_state>*;
+using connector_pointer = connector_actor::stateful_pointer<connector_state>;
 
 void retry_later(connector_pointer self, const std::string& why) {
   auto& st = self->state;
@@ -72,8 +72,8 @@ void try_connect(connector_pointer self) {
           });
 }
 
-caf::behavior connector(connector_pointer self, std::string address, batcher_actor batcher,
-                        reconnect_backoff backoff) {
+connector_actor::behavior_type connector(connector_pointer self, std::string address,
+                                         batcher_actor batcher, reconnect_backoff backoff) {
   auto& st = self->state;
   st.address = std::move(address);
   st.batcher = std::move(batcher);
@@ -81,9 +81,10 @@ caf::behavior connector(connector_pointer self, std::string address, batcher_act
   st.delay_s = backoff.initial_s;
   auto address_parts = parse_host_port(st.address);
   if (!address_parts) {
+    // The configuration checks cluster.remote: this is for embedding code that does not.
     spdlog::error("worker {}: not a host:port address", st.address);
     self->quit();
-    return {};
+    return {[](atom::connect) {}};
   }
   st.host = address_parts->host;
   st.port = address_parts->port;
@@ -105,7 +106,7 @@ caf::behavior connector(connector_pointer self, std::string address, batcher_act
 
 }  // namespace
 
-caf::actor spawn_remote_connector(caf::actor_system& system, std::string address,
+connector_actor spawn_remote_connector(caf::actor_system& system, std::string address,
                                   batcher_actor batcher, reconnect_backoff backoff) {
   return system.spawn<caf::detached>(connector, std::move(address), std::move(batcher), backoff);
 }

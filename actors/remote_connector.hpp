@@ -22,7 +22,7 @@ struct reconnect_backoff {
 /// starts over when it is lost. Every refusal or loss is logged once per attempt. Needs the
 /// middleman (`cfg.load<caf::io::middleman>()`) and `add_message_types`. Detached: connecting
 /// blocks. Stop it with an exit message.
-caf::actor spawn_remote_connector(caf::actor_system& system, std::string address,
+connector_actor spawn_remote_connector(caf::actor_system& system, std::string address,
                                   batcher_actor batcher, reconnect_backoff backoff = {});
 
 }  // namespace conveyor

@@ -185,7 +185,7 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   auto batcher = spawn_batcher(system, bs, h.tokenizers, h.metrics);
   h.front = batcher;
   for (const auto& e : h.executors)
-    caf::anon_send(e, atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+    caf::anon_send(e, atom::attach::value, batcher_ref{batcher});
   for (const auto& address : cfg.cluster.remote)
     h.connectors.push_back(spawn_remote_connector(system, address, batcher));
   spdlog::info(

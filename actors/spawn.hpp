@@ -39,7 +39,7 @@ struct pipeline_handle {
   /// The pool of tokenizer workers.
   tokenizer_actor tokenizers;
   /// One connector per `cluster.remote` worker (see remote_connector.hpp).
-  std::vector<caf::actor> connectors;
+  std::vector<connector_actor> connectors;
   /// The served model's name ("stories260K").
   std::string model_name;
   /// Tokens per sequence (prompt plus generated), the smallest over the executors.

@@ -15,7 +15,7 @@ worker_actor::behavior_type worker_front(worker_actor::pointer self,
         spdlog::info("worker: batcher {} attached; {} executor(s) pull from it",
                      caf::to_string(batcher.address()), executors.size());
         for (const auto& e : executors)
-          self->send(e, atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+          self->send(e, atom::attach::value, batcher_ref{batcher});
         return int32_t(executors.size());
       },
   };

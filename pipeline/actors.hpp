@@ -102,6 +102,10 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("work_item"), x.request, x.sink);
 }
 
+/// The batcher an executor pulls from (defined below): the executor's interface names the
+/// batcher's, and the batcher's names the executor's, so one of them goes through this wrapper.
+struct batcher_ref;
+
 /// The EXECUTOR actor interface: one per device, owning a model and its KV cache.
 using executor_actor = caf::typed_actor<
     // Admit these requests; `true` marks a static batch of the seed policy.
@@ -113,9 +117,8 @@ using executor_actor = caf::typed_actor<
     // End every running request with the given message and stop taking work.
     caf::reacts_to<atom::drain, std::string>,
     // Pull from this batcher from now on (a remote executor learns its batcher this way); the
-    // requests of a previous batcher end and the report starts afresh. A dynamically typed
-    // handle because the batcher's interface names the executor's.
-    caf::reacts_to<atom::attach, caf::actor>>;
+    // requests of a previous batcher end and the report starts afresh.
+    caf::reacts_to<atom::attach, batcher_ref>>;
 
 /// The PIPELINE actor interface (the batcher is its front): what an embedding system talks to.
 using pipeline_actor = caf::typed_actor<
@@ -143,6 +146,21 @@ using batcher_actor = pipeline_actor::extend<
     caf::reacts_to<atom::started, request_id>,
     // Time to look at deadlines and partial batches again (argument: timer generation).
     caf::reacts_to<atom::wakeup, uint64_t>>;
+
+struct batcher_ref {
+  batcher_actor handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batcher_ref& x) {
+  return f(caf::meta::type_name("batcher_ref"), x.handle);
+}
+
+/// The REMOTE CONNECTOR actor interface: the server's side of one `conveyor worker`; it connects,
+/// attaches the worker to the batcher, and starts over when the worker is lost.
+using connector_actor = caf::typed_actor<
+    // Try to connect now (sent to itself at start and after each back-off).
+    caf::reacts_to<atom::connect>>;
 
 /// The WORKER actor interface: what `conveyor worker` publishes for a server to connect to.
 using worker_actor = caf::typed_actor<

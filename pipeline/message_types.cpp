@@ -25,6 +25,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<sink_actor>("conveyor::sink_actor");
   cfg.add_message_type<executor_actor>("conveyor::executor_actor");
   cfg.add_message_type<batcher_actor>("conveyor::batcher_actor");
+  cfg.add_message_type<batcher_ref>("conveyor::batcher_ref");
   cfg.add_message_type<pipeline_actor>("conveyor::pipeline_actor");
   cfg.add_message_type<worker_actor>("conveyor::worker_actor");
 }

@@ -38,8 +38,8 @@ executor_actor::behavior_type dying_executor(executor_actor::pointer self) {
       [=](atom::cancel, request_id) {},
       [=](atom::step) {},
       [=](atom::drain, std::string&) {},
-      [=](atom::attach, caf::actor& batcher) {
-        self->send(caf::actor_cast<batcher_actor>(batcher), atom::pull::value, executor_actor{self},
+      [=](atom::attach, batcher_ref& batcher) {
+        self->send(batcher.handle, atom::pull::value, executor_actor{self},
                    executor_report{1, 0, 0, std::string{"remote"}});
       },
   };
@@ -83,7 +83,7 @@ TEST(sink_guard, a_result_whose_done_never_arrives_ends_the_request_once) {
   std::vector<request_result> ends;
   {
     caf::scoped_actor self{server_sys};
-    caf::anon_send(*remote, atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+    caf::anon_send(*remote, atom::attach::value, batcher_ref{batcher});
     generate_request req;
     req.id = 7;
     req.prompt = "Once upon a time";

@@ -54,7 +54,7 @@ executor_actor::behavior_type fake_executor(executor_actor::pointer self, batche
       [=](atom::cancel, request_id) {},
       [=](atom::step) {},
       [=](atom::drain, std::string&) {},
-      [=](atom::attach, caf::actor&) {},
+      [=](atom::attach, batcher_ref&) {},
   };
 }
 
@@ -154,7 +154,7 @@ TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_stream
     auto group = spawn_executors(sys, make_config(1), metrics, "");
     ASSERT_TRUE(group) << message_of(group.error());
     real = group->executors;
-    caf::anon_send(real[0], atom::attach::value, caf::actor_cast<caf::actor>(batcher));
+    caf::anon_send(real[0], atom::attach::value, batcher_ref{batcher});
     collect(self, out, 4);
     // The same requests again, now straight on the real executor: the reference answers.
     for (request_id id = 11; id <= 14; ++id)
