@@ -127,8 +127,10 @@ class hf_tokenizer final : public tokenizer {
       return;
     }
     normalized_tokens_.split(normalized, [&](const hf::text_segment& segment) {
-      if (segment.id >= 0) ids.push_back(segment.id);
-      else pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
+      if (segment.id >= 0)
+        ids.push_back(segment.id);
+      else
+        pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
     });
   }
 
@@ -156,7 +158,8 @@ int32_t first_known(const hf_tokenizer& tok, std::initializer_list<const char*> 
 
 std::string hf_tokenizer_file(const std::string& path) {
   std::error_code err;
-  if (std::filesystem::is_directory(path, err)) return (std::filesystem::path{path} / "tokenizer.json").string();
+  if (std::filesystem::is_directory(path, err))
+    return (std::filesystem::path{path} / "tokenizer.json").string();
   return path;
 }
 
@@ -225,7 +228,8 @@ expected<std::shared_ptr<const tokenizer>> load_hf_tokenizer(const std::string& 
   if (bos < 0 && !tok->sequence().prefix.empty()) bos = tok->sequence().prefix.front();
   if (bos < 0) bos = first_known(*tok, {"<s>", "<|begin_of_text|>", "<|endoftext|>"});
   if (eos < 0)
-    eos = first_known(*tok, {"</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>"});
+    eos =
+        first_known(*tok, {"</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>"});
   tok->set_special_ids(bos, eos);
   // With no post-processor, tokenizer_config's add_bos_token decides.
   if (!tok->sequence().present && config && config->add_bos_token.value_or(false) && bos >= 0)

@@ -64,10 +64,9 @@ expected<tokenizer_config> parse_tokenizer_config(const std::string& text,
     const char* key;
     std::string* field;
   };
-  for (auto [key, field] : {token_key{"bos_token", &out.bos_token},
-                            token_key{"eos_token", &out.eos_token},
-                            token_key{"unk_token", &out.unk_token},
-                            token_key{"pad_token", &out.pad_token}}) {
+  for (auto [key, field] :
+       {token_key{"bos_token", &out.bos_token}, token_key{"eos_token", &out.eos_token},
+        token_key{"unk_token", &out.unk_token}, token_key{"pad_token", &out.pad_token}}) {
     auto value = token_text(doc, key, origin);
     if (!value) return value.error();
     *field = std::move(*value);

@@ -87,7 +87,8 @@ expected<std::vector<added_token>> parse_added_tokens(const nlohmann::json& valu
                                                       const std::string& origin) {
   std::vector<added_token> out;
   if (value.is_null()) return out;
-  if (!value.is_array()) return make_error(ec::bad_file, origin + ": 'added_tokens' must be a list");
+  if (!value.is_array())
+    return make_error(ec::bad_file, origin + ": 'added_tokens' must be a list");
   for (size_t i = 0; i < value.size(); ++i) {
     const auto& item = value[i];
     const auto where = origin + ": added_tokens[" + std::to_string(i) + "]";

@@ -63,8 +63,7 @@ class added_token_matcher {
       plain_begin = end;
       pos = end;
     }
-    if (plain_begin < text.size())
-      emit(text_segment{text.substr(plain_begin), -1, plain_begin});
+    if (plain_begin < text.size()) emit(text_segment{text.substr(plain_begin), -1, plain_begin});
   }
 
   /// Whether there is nothing to match.
@@ -73,8 +72,8 @@ class added_token_matcher {
  private:
   /// The token matched at `pos` (the longest), with its extent after lstrip/rstrip, or nullptr.
   /// A match that fails single_word is skipped (pos moves past it as plain text).
-  const added_token* match_at(std::string_view text, size_t& pos, size_t plain_begin,
-                              size_t& begin, size_t& end) const;
+  const added_token* match_at(std::string_view text, size_t& pos, size_t plain_begin, size_t& begin,
+                              size_t& end) const;
   std::vector<added_token> tokens_;
   /// For each first byte, the indices of the tokens starting with it, longest first.
   std::array<std::vector<uint32_t>, 256> by_first_byte_;

@@ -41,9 +41,7 @@ struct candidate {
   int32_t rank;
   int32_t pos;
   int32_t id;
-  bool operator>(const candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 std::string hex_piece(unsigned byte) {
@@ -60,8 +58,8 @@ expected<bpe_model> bpe_model::parse(const nlohmann::json& value, bool byte_leve
     return make_error(ec::bad_file, origin + ": 'model' must be an object with a 'type'");
   const auto type = value["type"].get<std::string>();
   if (type != "BPE")
-    return make_error(ec::bad_file, origin + ": model type '" + type +
-                                        "' is not supported; supported: BPE");
+    return make_error(ec::bad_file,
+                      origin + ": model type '" + type + "' is not supported; supported: BPE");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = value.find(key);
     if (it != value.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
@@ -98,8 +96,8 @@ expected<bpe_model> bpe_model::parse(const nlohmann::json& value, bool byte_leve
       const auto text = item.get<std::string>();
       const auto space = text.find(' ', 1);
       if (space == std::string::npos)
-        return make_error(ec::bad_file, origin + ": model merge " + std::to_string(rank) +
-                                            " ('" + text + "') is not two tokens");
+        return make_error(ec::bad_file, origin + ": model merge " + std::to_string(rank) + " ('" +
+                                            text + "') is not two tokens");
       left = text.substr(0, space);
       right = text.substr(space + 1);
     } else if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {
@@ -262,8 +260,8 @@ void bpe_model::merge_word(std::string_view word, std::vector<int32_t>& out) con
   const auto consider = [&](int32_t pos) {
     const int32_t next = symbols[static_cast<size_t>(pos)].next;
     if (next < 0) return;
-    auto it = merges_.find(pair_key(symbols[static_cast<size_t>(pos)].id,
-                                    symbols[static_cast<size_t>(next)].id));
+    auto it = merges_.find(
+        pair_key(symbols[static_cast<size_t>(pos)].id, symbols[static_cast<size_t>(next)].id));
     if (it != merges_.end()) heap.push({it->second.rank, pos, it->second.id});
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);

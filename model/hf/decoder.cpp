@@ -10,7 +10,8 @@ namespace conveyor::model::hf {
 
 namespace {
 
-constexpr const char* supported = "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence";
+constexpr const char* supported =
+    "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence";
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -21,11 +22,11 @@ int hex_value(char c) {
 
 }  // namespace
 
-expected<void> decoder::add(const nlohmann::json& value, const std::string& origin,
-                            decoder& out) {
+expected<void> decoder::add(const nlohmann::json& value, const std::string& origin, decoder& out) {
   if (!value.is_object() || !value.contains("type") || !value["type"].is_string())
-    return make_error(ec::bad_file, origin + ": decoder must be an object with a 'type' (null is "
-                                             "not supported)");
+    return make_error(ec::bad_file, origin +
+                                        ": decoder must be an object with a 'type' (null is "
+                                        "not supported)");
   const auto type = value["type"].get<std::string>();
   if (type == "Sequence") {
     auto list = value.find("decoders");
@@ -66,7 +67,8 @@ expected<void> decoder::add(const nlohmann::json& value, const std::string& orig
       return it != value.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
     };
     auto content = value.find("content");
-    const bool space = content != value.end() && content->is_string() && content->get<std::string>() == " ";
+    const bool space =
+        content != value.end() && content->is_string() && content->get<std::string>() == " ";
     if (!out.fused_ || !space || number("start") > 1 || number("stop") != 0)
       return make_error(ec::bad_file, origin +
                                           ": decoder Strip is supported only after Fuse, with "

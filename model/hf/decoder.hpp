@@ -33,8 +33,7 @@ class decoder {
     std::string from;
     std::string to;
   };
-  static expected<void> add(const nlohmann::json& value, const std::string& origin,
-                            decoder& out);
+  static expected<void> add(const nlohmann::json& value, const std::string& origin, decoder& out);
   std::vector<step> steps_;
   bool fused_ = false;
   bool strips_leading_space_ = false;

@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include <nlohmann/json.hpp>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
+#include <nlohmann/json.hpp>
 
 namespace conveyor::model::hf {
 
@@ -90,7 +90,8 @@ expected<void> normalizer::add(const nlohmann::json& value, const std::string& o
                                std::vector<step>& steps) {
   if (value.is_null()) return {};
   if (!value.is_object() || !value.contains("type") || !value["type"].is_string())
-    return make_error(ec::bad_file, origin + ": normalizer must be null or an object with a 'type'");
+    return make_error(ec::bad_file,
+                      origin + ": normalizer must be null or an object with a 'type'");
   const auto type = value["type"].get<std::string>();
   if (type == "Sequence") {
     auto list = value.find("normalizers");

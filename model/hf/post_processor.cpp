@@ -7,8 +7,7 @@ namespace conveyor::model::hf {
 
 namespace {
 
-expected<void> add(const nlohmann::json& value, const std::string& origin,
-                   sequence_template& out) {
+expected<void> add(const nlohmann::json& value, const std::string& origin, sequence_template& out) {
   if (value.is_null()) return {};
   if (!value.is_object() || !value.contains("type") || !value["type"].is_string())
     return make_error(ec::bad_file,

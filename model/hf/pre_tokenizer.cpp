@@ -88,9 +88,10 @@ expected<void> pre_tokenizer::add(const nlohmann::json& value, const std::string
     auto pattern = value.find("pattern");
     const std::string bad_pattern =
         origin + ": pre_tokenizer Split needs a 'pattern' ({\"String\"} or {\"Regex\"})";
-    if (pattern == value.end() || !pattern->is_object()) return make_error(ec::bad_file, bad_pattern);
-    if (auto it = pattern->find("String"); it != pattern->end() && it->is_string() &&
-                                           !it->get<std::string>().empty()) {
+    if (pattern == value.end() || !pattern->is_object())
+      return make_error(ec::bad_file, bad_pattern);
+    if (auto it = pattern->find("String");
+        it != pattern->end() && it->is_string() && !it->get<std::string>().empty()) {
       s.literal = it->get<std::string>();
     } else if (auto re_text = pattern->find("Regex");
                re_text != pattern->end() && re_text->is_string()) {
@@ -100,13 +101,19 @@ expected<void> pre_tokenizer::add(const nlohmann::json& value, const std::string
     } else {
       return make_error(ec::bad_file, bad_pattern);
     }
-    const std::string how =
-        value.contains("behavior") && value["behavior"].is_string() ? value["behavior"].get<std::string>() : "";
-    if (how == "Removed") s.how = behavior::removed;
-    else if (how == "Isolated") s.how = behavior::isolated;
-    else if (how == "MergedWithPrevious") s.how = behavior::merged_with_previous;
-    else if (how == "MergedWithNext") s.how = behavior::merged_with_next;
-    else if (how == "Contiguous") s.how = behavior::contiguous;
+    const std::string how = value.contains("behavior") && value["behavior"].is_string()
+                                ? value["behavior"].get<std::string>()
+                                : "";
+    if (how == "Removed")
+      s.how = behavior::removed;
+    else if (how == "Isolated")
+      s.how = behavior::isolated;
+    else if (how == "MergedWithPrevious")
+      s.how = behavior::merged_with_previous;
+    else if (how == "MergedWithNext")
+      s.how = behavior::merged_with_next;
+    else if (how == "Contiguous")
+      s.how = behavior::contiguous;
     else
       return make_error(ec::bad_file, origin + ": pre_tokenizer Split behavior '" + how +
                                           "' is not one of Removed, Isolated, MergedWithPrevious, "
@@ -131,8 +138,7 @@ void pre_tokenizer::split(std::string_view piece, bool at_text_start, word_sink 
   run(0, piece, at_text_start, emit);
 }
 
-void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start,
-                        word_sink emit) const {
+void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start, word_sink emit) const {
   if (piece.empty()) return;
   if (index == steps_.size()) {
     emit(piece);
@@ -146,12 +152,16 @@ void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start,
         prefixed.reserve(piece.size() + 1);
         prefixed += ' ';
         prefixed += piece;
-        if (s.pattern) split_by(s, prefixed, at_start, index + 1, emit);
-        else run(index + 1, prefixed, at_start, emit);
+        if (s.pattern)
+          split_by(s, prefixed, at_start, index + 1, emit);
+        else
+          run(index + 1, prefixed, at_start, emit);
         return;
       }
-      if (s.pattern) split_by(s, piece, at_start, index + 1, emit);
-      else run(index + 1, piece, at_start, emit);
+      if (s.pattern)
+        split_by(s, piece, at_start, index + 1, emit);
+      else
+        run(index + 1, piece, at_start, emit);
       return;
     }
     case kind::metaspace: {
@@ -168,8 +178,9 @@ void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start,
       size_t begin = 0;
       for (size_t pos = text.find(s.literal, 1); pos != std::string::npos;
            pos = text.find(s.literal, pos + s.literal.size())) {
-        if (pos > begin) run(index + 1, std::string_view{text}.substr(begin, pos - begin),
-                             at_start && begin == 0, emit);
+        if (pos > begin)
+          run(index + 1, std::string_view{text}.substr(begin, pos - begin), at_start && begin == 0,
+              emit);
         begin = pos;
       }
       run(index + 1, std::string_view{text}.substr(begin), at_start && begin == 0, emit);
@@ -230,23 +241,29 @@ void pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_star
       break;
     case behavior::merged_with_previous:
       for (const auto& st : stretches) {
-        if (st.is_match && !previous_match && !out.empty()) out.back().end = st.end;
-        else out.push_back(st);
+        if (st.is_match && !previous_match && !out.empty())
+          out.back().end = st.end;
+        else
+          out.push_back(st);
         previous_match = st.is_match;
       }
       break;
     case behavior::merged_with_next:
       for (auto it = stretches.rbegin(); it != stretches.rend(); ++it) {
-        if (it->is_match && !previous_match && !out.empty()) out.back().begin = it->begin;
-        else out.push_back(*it);
+        if (it->is_match && !previous_match && !out.empty())
+          out.back().begin = it->begin;
+        else
+          out.push_back(*it);
         previous_match = it->is_match;
       }
       std::reverse(out.begin(), out.end());
       break;
     case behavior::contiguous:
       for (const auto& st : stretches) {
-        if (st.is_match == previous_match && !out.empty()) out.back().end = st.end;
-        else out.push_back(st);
+        if (st.is_match == previous_match && !out.empty())
+          out.back().end = st.end;
+        else
+          out.push_back(st);
         previous_match = st.is_match;
       }
       break;

@@ -52,8 +52,8 @@ class pre_tokenizer {
     bool add_prefix_space = false;
     bool prepend_first_only = false;
     bool split_words = false;
-    std::string literal;                  // split: a String pattern; metaspace: the replacement
-    std::shared_ptr<regex> pattern;       // split: a Regex pattern; byte_level: GPT-2's
+    std::string literal;             // split: a String pattern; metaspace: the replacement
+    std::shared_ptr<regex> pattern;  // split: a Regex pattern; byte_level: GPT-2's
     behavior how = behavior::isolated;
     bool invert = false;
   };

@@ -28,9 +28,8 @@ pcre2_match_data* thread_match_data() {
 expected<regex> regex::compile(const std::string& pattern, const std::string& origin) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof message);
@@ -52,10 +51,10 @@ bool regex::find(std::string_view text, size_t start, size_t& match_begin,
   auto* data = thread_match_data();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   // The subject was checked for valid UTF-8 by the caller.
-  const int rc =
-      code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), start, 0, data, nullptr)
-                 : pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data,
-                               nullptr);
+  const int rc = code_->jit
+                     ? pcre2_jit_match(code_->code, subject, text.size(), start, 0, data, nullptr)
+                     : pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
+                                   data, nullptr);
   if (rc < 0) return false;  // PCRE2_ERROR_NOMATCH, or a limit hit: treat as no match
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
   match_begin = ovector[0];

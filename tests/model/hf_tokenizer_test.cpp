@@ -178,7 +178,8 @@ TEST_P(hf_fixture, threads_share_one_tokenizer) {
   std::vector<std::thread> threads;
   for (size_t t = 0; t < results.size(); ++t)
     threads.emplace_back([&, t] {
-      for (size_t i = t; i < corpus().size(); i += 2) results[t].push_back(tok->encode(corpus()[i], false));
+      for (size_t i = t; i < corpus().size(); i += 2)
+        results[t].push_back(tok->encode(corpus()[i], false));
     });
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < results.size(); ++t)
@@ -227,7 +228,12 @@ TEST(hf_tokenizer, bos_eos_and_leading_space_per_family) {
 TEST(hf_tokenizer, invalid_utf8_input_is_encoded_as_replacement_characters) {
   auto tok = load_tokenizer(fixtures + "gpt2");
   ASSERT_TRUE(tok);
-  EXPECT_EQ((*tok)->encode("a\xFF" "b", false), (*tok)->encode("a\xEF\xBF\xBD" "b", false));
+  EXPECT_EQ((*tok)->encode("a\xFF"
+                           "b",
+                           false),
+            (*tok)->encode("a\xEF\xBF\xBD"
+                           "b",
+                           false));
 }
 
 // -- refusals ------------------------------------------------------------------------------------
@@ -319,20 +325,20 @@ TEST_F(hf_errors, malformed_files_are_named) {
   doc["model"]["vocab"]["x"] = "seven";
   expect_refused(doc, "model vocab id of 'x' is not an integer");
   doc = base;
-  doc["pre_tokenizer"] = {{"type", "Split"},
-                          {"pattern", {{"Regex", "(unclosed"}}},
-                          {"behavior", "Isolated"}};
+  doc["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   expect_refused(doc, "pre_tokenizer Split: regex '(unclosed' does not compile");
   doc = base;
-  doc["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}};
+  doc["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}};
   expect_refused(doc, "Split behavior 'Sideways' is not one of");
   doc = base;
   doc["added_tokens"] = json::array({{{"content", "<s>"}}});
   expect_refused(doc, "added_tokens[0] needs an integer 'id'");
   doc = base;
-  doc["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Metaspace"},
-                                                                       {"replacement", "_"}}}}};
+  doc["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Metaspace"}, {"replacement", "_"}}}}};
   expect_refused(doc, "pre_tokenizer Metaspace after ByteLevel is not supported");
 }
 
@@ -341,8 +347,9 @@ TEST_F(hf_errors, a_tokenizer_config_naming_an_unknown_token_is_refused) {
   std::ofstream{dir / "tokenizer_config.json"} << R"({"eos_token": "</nope>"})";
   auto tok = load_tokenizer(dir.string());
   ASSERT_FALSE(tok);
-  EXPECT_NE(message_of(tok.error()).find("tokenizer_config.json: eos_token '</nope>' is not a token"),
-            std::string::npos)
+  EXPECT_NE(
+      message_of(tok.error()).find("tokenizer_config.json: eos_token '</nope>' is not a token"),
+      std::string::npos)
       << message_of(tok.error());
 }
 

@@ -41,8 +41,8 @@ TEST(tokenizer_config, chat_template_list_takes_default_else_first) {
       "x.json");
   ASSERT_TRUE(named);
   EXPECT_EQ(named->chat_template, "D");
-  auto first = parse_tokenizer_config(R"({"chat_template": [{"name": "rag", "template": "R"}]})",
-                                      "x.json");
+  auto first =
+      parse_tokenizer_config(R"({"chat_template": [{"name": "rag", "template": "R"}]})", "x.json");
   ASSERT_TRUE(first);
   EXPECT_EQ(first->chat_template, "R");
 }
