@@ -28,7 +28,7 @@ std::string decode_prompt(const tokenizer& tok, const std::vector<int32_t>& ids)
   std::string bytes;
   for (auto id : ids) bytes += tok.token_bytes(id);
   auto text = drain_utf8(bytes, true);
-  if (!text.empty() && text.front() == ' ') text.erase(0, 1);
+  if (tok.decode_strips_leading_space() && !text.empty() && text.front() == ' ') text.erase(0, 1);
   return text;
 }
 

@@ -43,7 +43,8 @@ class incremental_detokenizer {
 
 /// Decodes the ids of a prompt as the user wrote it: the bytes of every token (control ids give
 /// nothing), invalid UTF-8 as U+FFFD, without the one leading space that the tokenizer's dummy
-/// prefix put in front ("▁Once" shows as "Once"). Text generated after the prompt is appended
+/// prefix put in front ("▁Once" shows as "Once"; only when tok.decode_strips_leading_space(),
+/// so byte-level tokenizers keep it). Text generated after the prompt is appended
 /// verbatim, so "prompt + continuation" is decode_prompt(prompt ids) followed by the output of an
 /// incremental_detokenizer.
 std::string decode_prompt(const tokenizer& tok, const std::vector<int32_t>& ids);

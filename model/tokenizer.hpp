@@ -33,6 +33,10 @@ class tokenizer {
 
   /// Id of the end-of-sequence token.
   virtual int32_t eos_id() const = 0;
+
+  /// Whether decoding a prompt drops one leading space (the dummy prefix "▁" of SentencePiece
+  /// and of tokenizer.json's Metaspace/Strip decoders); byte-level tokenizers keep it.
+  virtual bool decode_strips_leading_space() const { return true; }
 };
 
 /// Loads a SentencePiece model (`.model`) through libsentencepiece.
@@ -41,7 +45,18 @@ expected<std::shared_ptr<const tokenizer>> load_sentencepiece_tokenizer(const st
 /// Loads a llama2.c vocabulary (`.bin`) and encodes with Conveyor's own byte-fallback BPE.
 expected<std::shared_ptr<const tokenizer>> load_llama2c_tokenizer(const std::string& path);
 
-/// Loads a tokenizer by file name: `.model` is SentencePiece, `.bin` is llama2.c.
+/// Loads a Hugging Face `tokenizer.json` (a file, or a directory holding one) with the
+/// tokenizer_config.json beside it when present (BOS/EOS names). Supports BPE models (byte-level
+/// as GPT-2, Llama 3, Qwen2; byte fallback with Metaspace as Llama 2, Mistral); refuses anything
+/// else naming the file and the component. `encode(text, add_bos)` applies the post-processor's
+/// template (TemplateProcessing) when `add_bos`, and matches added tokens in the text always.
+expected<std::shared_ptr<const tokenizer>> load_hf_tokenizer(const std::string& path_or_dir);
+
+/// `path` itself, or `path`/tokenizer.json when `path` is a directory.
+std::string hf_tokenizer_file(const std::string& path);
+
+/// Loads a tokenizer by file name: `.model` is SentencePiece, `.bin` is llama2.c, `.json` (or a
+/// directory holding tokenizer.json) is a Hugging Face tokenizer.json.
 expected<std::shared_ptr<const tokenizer>> load_tokenizer(const std::string& path);
 
 }  // namespace conveyor::model

@@ -32,7 +32,8 @@ bench=1
 debs=(libcaf-dev libcaf-core0.17 libcaf-io0.17 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libboost1.74-dev nlohmann-json3-dev libtomlplusplus-dev libtomlplusplus3 libcli11-dev
   libsentencepiece-dev libsentencepiece0 libprotobuf-lite32 libgtest-dev libbenchmark-dev
-  libbenchmark1debian)
+  libbenchmark1debian libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
+  libicu-dev libicu72)
 
 log() { echo "gpu-check: $*" >&2; }
 die() {

@@ -425,12 +425,12 @@ TEST_F(loader_errors, not_a_sentencepiece_model) {
 TEST_F(loader_errors, wrong_extension) {
   const auto path = write("tok512.txt", real_bin());
   expect_error(load_tokenizer(path), path,
-               ": unknown tokenizer format '.txt' (expected .model for SentencePiece or .bin "
-               "for llama2.c)");
+               ": unknown tokenizer format '.txt' (expected .model for SentencePiece, .bin "
+               "for llama2.c or tokenizer.json for Hugging Face)");
   const auto none = write("tokenizer", real_bin());
   expect_error(load_tokenizer(none), none,
-               ": unknown tokenizer format '' (expected .model for SentencePiece or .bin for "
-               "llama2.c)");
+               ": unknown tokenizer format '' (expected .model for SentencePiece, .bin for "
+               "llama2.c or tokenizer.json for Hugging Face)");
 }
 
 TEST(load_tokenizer, chooses_by_extension) {

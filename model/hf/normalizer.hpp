@@ -1,0 +1,47 @@
+// tokenizer.json "normalizer": the text changes applied to each piece between added tokens
+// before pre-tokenization (Prepend, Replace, NFC/NFD/NFKC/NFKD, Sequence).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/error.hpp"
+#include "model/hf/regex.hpp"
+
+namespace conveyor::model::hf {
+
+/// A chain of normalization steps; immutable after parsing.
+class normalizer {
+ public:
+  /// Parses the "normalizer" value (null gives a normalizer that changes nothing); errors name
+  /// `origin` (the file) and the unsupported type.
+  static expected<normalizer> parse(const nlohmann::json& value, const std::string& origin);
+
+  /// Normalizes one piece of text (valid UTF-8) in place.
+  void apply(std::string& text) const;
+
+  /// Whether apply() changes nothing.
+  bool empty() const { return steps_.empty(); }
+
+ private:
+  enum class kind { prepend, replace_string, replace_regex, nfc, nfd, nfkc, nfkd };
+  struct step {
+    kind what;
+    std::string pattern;  // prepend: the prefix; replace_string: what to replace
+    std::string content;  // replace: the replacement
+    std::shared_ptr<regex> pattern_regex;
+  };
+  static expected<void> add(const nlohmann::json& value, const std::string& origin,
+                            std::vector<step>& steps);
+  std::vector<step> steps_;
+};
+
+/// Replaces every occurrence of `from` (not empty) in `text` by `to`.
+void replace_all(std::string& text, const std::string& from, const std::string& to);
+
+/// Unicode normalization form `form` ("NFC", "NFD", "NFKC", "NFKD") of `text` through ICU.
+std::string unicode_normalize(const std::string& text, const char* form);
+
+}  // namespace conveyor::model::hf

@@ -1,0 +1,98 @@
+// Reading tokenizer_config.json with nlohmann::json.
+#include "model/tokenizer_config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace conveyor::model {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Reads a token key: a string, {"content": string} (AddedToken), or null/absent.
+expected<std::string> token_text(const json& doc, const char* key, const std::string& origin) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return std::string{};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) return content->get<std::string>();
+  }
+  return make_error(ec::bad_config, origin + ": key '" + key +
+                                        "' must be a string or an object with a string 'content'");
+}
+
+expected<std::optional<bool>> flag(const json& doc, const char* key, const std::string& origin) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return std::optional<bool>{};
+  if (!it->is_boolean())
+    return make_error(ec::bad_config, origin + ": key '" + key + "' must be true or false");
+  return std::optional<bool>{it->get<bool>()};
+}
+
+expected<std::string> chat_template(const json& doc, const std::string& origin) {
+  auto it = doc.find("chat_template");
+  if (it == doc.end() || it->is_null()) return std::string{};
+  if (it->is_string()) return it->get<std::string>();
+  const std::string bad = origin +
+                          ": key 'chat_template' must be a string or a list of "
+                          "{\"name\", \"template\"} objects";
+  if (!it->is_array()) return make_error(ec::bad_config, bad);
+  std::string first;
+  for (const auto& entry : *it) {
+    if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
+        !entry["name"].is_string() || !entry["template"].is_string())
+      return make_error(ec::bad_config, bad);
+    if (first.empty()) first = entry["template"].get<std::string>();
+    if (entry["name"].get<std::string>() == "default") return entry["template"].get<std::string>();
+  }
+  return first;
+}
+
+}  // namespace
+
+expected<tokenizer_config> parse_tokenizer_config(const std::string& text,
+                                                  const std::string& origin) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return make_error(ec::bad_file, origin + ": not valid JSON");
+  if (!doc.is_object()) return make_error(ec::bad_file, origin + ": not a JSON object");
+  tokenizer_config out;
+  struct token_key {
+    const char* key;
+    std::string* field;
+  };
+  for (auto [key, field] :
+       {token_key{"bos_token", &out.bos_token}, token_key{"eos_token", &out.eos_token},
+        token_key{"unk_token", &out.unk_token}, token_key{"pad_token", &out.pad_token}}) {
+    auto value = token_text(doc, key, origin);
+    if (!value) return value.error();
+    *field = std::move(*value);
+  }
+  auto add_bos = flag(doc, "add_bos_token", origin);
+  if (!add_bos) return add_bos.error();
+  out.add_bos_token = *add_bos;
+  auto add_eos = flag(doc, "add_eos_token", origin);
+  if (!add_eos) return add_eos.error();
+  out.add_eos_token = *add_eos;
+  auto templ = chat_template(doc, origin);
+  if (!templ) return templ.error();
+  out.chat_template = std::move(*templ);
+  if (auto it = doc.find("model_max_length"); it != doc.end() && it->is_number()) {
+    const double value = it->get<double>();
+    if (value >= 1 && value < 1e15) out.model_max_length = static_cast<long long>(value);
+  }
+  return out;
+}
+
+expected<tokenizer_config> read_tokenizer_config(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) return make_error(ec::bad_file, path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_tokenizer_config(text.str(), path);
+}
+
+}  // namespace conveyor::model

@@ -1,0 +1,42 @@
+// tokenizer_config.json (Hugging Face transformers): the special tokens, whether BOS/EOS are
+// added, and the chat template. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace conveyor::model {
+
+/// What Conveyor reads of a tokenizer_config.json. Keys that are absent keep the defaults below;
+/// unknown keys are ignored (the file holds many that only Python uses).
+struct tokenizer_config {
+  /// "bos_token": the text of the beginning-of-sequence token (a string, or {"content": ...}).
+  /// Empty when absent or null.
+  std::string bos_token;
+  /// "eos_token": the text of the end-of-sequence token, as bos_token.
+  std::string eos_token;
+  /// "unk_token", "pad_token": as bos_token (informational).
+  std::string unk_token;
+  std::string pad_token;
+  /// "add_bos_token" / "add_eos_token": whether encoding adds them; nullopt when absent (the
+  /// tokenizer.json's post_processor decides then).
+  std::optional<bool> add_bos_token;
+  std::optional<bool> add_eos_token;
+  /// "chat_template": the Jinja template, a string, or from a list of {"name", "template"} the
+  /// one named "default" (else the first). Empty when absent.
+  std::string chat_template;
+  /// "model_max_length" when present and a sane integer (transformers writes 1e30 for "none").
+  std::optional<long long> model_max_length;
+};
+
+/// Reads `path` (a tokenizer_config.json). Errors name the file and the key: ec::bad_file for a
+/// missing or unparsable file, ec::bad_config for a key of the wrong type.
+expected<tokenizer_config> read_tokenizer_config(const std::string& path);
+
+/// Parses the text of a tokenizer_config.json; `origin` names it in errors.
+expected<tokenizer_config> parse_tokenizer_config(const std::string& text,
+                                                  const std::string& origin);
+
+}  // namespace conveyor::model
