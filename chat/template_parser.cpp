@@ -167,8 +167,8 @@ class parser {
       while (accept_op(",")) n->targets.push_back(expect_name());
       if (n->targets.size() > 2) fail(t.line, "unsupported: more than two loop variables");
       if (!accept_name("in")) fail(peek().line, "expected 'in', found " + describe(peek()));
-      n->value = parse_or_expression(false);
-      if (accept_name("if")) n->condition = parse_or_expression(true);
+      n->value = parse_or_expression();
+      if (accept_name("if")) n->condition = parse_or_expression();
       if (at_name("recursive")) fail(peek().line, "unsupported loop modifier 'recursive'");
       expect_block_end();
       std::string stop;
@@ -215,21 +215,21 @@ class parser {
 
   // expression := or_expr ['if' or_expr ['else' expression]]
   expr_ptr parse_expression() {
-    auto e = parse_or_expression(true);
+    auto e = parse_or_expression();
     while (at_name("if")) {
       int line = next().line;
       auto c = make(expr::kind::conditional, line);
       c->args.push_back(std::move(e));
-      c->args.push_back(parse_or_expression(true));
+      c->args.push_back(parse_or_expression());
       c->args.push_back(accept_name("else") ? parse_expression() : nullptr);
       e = std::move(c);
     }
     return e;
   }
 
-  // The for loop's iterable may not swallow its `if` filter, hence `allow_conditional`.
-  expr_ptr parse_or_expression(bool allow_conditional) {
-    (void)allow_conditional;
+  // An expression without the `x if c else y` form: a for loop's iterable may not swallow the
+  // loop's `if` filter.
+  expr_ptr parse_or_expression() {
     auto left = parse_and();
     while (at_name("or")) {
       auto e = make(expr::kind::logical_or, next().line);
