@@ -37,6 +37,10 @@ struct model {
   std::string name;
   /// The seed of synthetic weights.
   int64_t seed = 0;
+  /// The chat template of /v1/chat/completions: inline Jinja text when it contains "{{" or
+  /// "{%", else the path of a file holding it; empty uses the model's own (its
+  /// tokenizer_config.json) or, for models without one, `chat::default_chat_template()`.
+  std::string chat_template;
 };
 
 /// `[tokenizer]`: the pool of tokenizer actors.

@@ -156,6 +156,7 @@ void fields(V& v, S& x) {
   v("tokenizer", x.tokenizer, any());
   v("name", x.name, any());
   v("seed", x.seed, at_least(0));
+  v("chat_template", x.chat_template, any());
 }
 
 /// The keys of `[tokenizer]`.

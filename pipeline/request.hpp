@@ -84,6 +84,9 @@ struct generate_request {
   std::string prompt;
   /// When not empty, used instead of tokenizing `prompt` (BOS included).
   std::vector<int32_t> prompt_tokens;
+  /// Whether tokenizing `prompt` puts BOS first; false for a rendered chat template that
+  /// writes `bos_token` itself.
+  bool add_bos = true;
   generation_params params;
   /// Higher runs first; FIFO within one level.
   int32_t priority = 0;
@@ -95,8 +98,8 @@ struct generate_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.prompt_tokens, x.params,
-           x.priority, x.timeout_s, x.arrival);
+  return f(caf::meta::type_name("generate_request"), x.id, x.prompt, x.prompt_tokens, x.add_bos,
+           x.params, x.priority, x.timeout_s, x.arrival);
 }
 
 /// A tokenized request, as the batcher queues it and an executor runs it.

@@ -25,6 +25,9 @@ namespace conveyor::server {
 struct completion_request {
   /// The prompt text (UTF-8, may be empty).
   std::string prompt;
+  /// Whether the tokenizer puts BOS before the prompt; false when the prompt is a rendered
+  /// chat template that writes `bos_token` itself.
+  bool add_bos = true;
   /// Most tokens to generate, >= 1.
   int32_t max_tokens = 16;
   /// Sampling temperature in [0, 2]; 0 means greedy.

@@ -28,6 +28,7 @@
 #pragma GCC diagnostic pop
 #include <spdlog/spdlog.h>
 
+#include "chat/chat_template.hpp"
 #include "common/error.hpp"
 #include "server/errors.hpp"
 #include "server/openai.hpp"
@@ -88,6 +89,8 @@ struct choice_state {
   std::string finish_reason;
   completion_usage usage;
   bool done = false;
+  // A chat stream sent this choice's first chunk (the assistant role).
+  bool role_sent = false;
 };
 
 // The completion a connection is answering.
@@ -158,6 +161,8 @@ class http_connection final : public connection,
       return;
     }
     if (text.empty()) return;
+    send_role(*job, index);
+    if (!job_) return;
     send_event(render_chunk(job->meta, index, text, std::nullopt));
   }
 
@@ -172,6 +177,8 @@ class http_connection final : public connection,
     choice.usage = usage;
     job->remaining -= 1;
     if (job->stream) {
+      send_role(*job, index);
+      if (!job_) return;
       send_event(render_chunk(job->meta, index, "", choice.finish_reason));
       if (!job_) return;  // the client was too slow and is gone
     }
@@ -316,7 +323,10 @@ class http_connection final : public connection,
       return false;
     };
     if (path == "/v1/completions") {
-      if (only(http::verb::post, "POST")) handle_completion(req.body());
+      if (only(http::verb::post, "POST")) handle_completion(req.body(), api_kind::completions);
+    } else if (path == "/v1/chat/completions" && st_.options.chat_template) {
+      if (only(http::verb::post, "POST"))
+        handle_completion(req.body(), api_kind::chat_completions);
     } else if (path == "/v1/models") {
       if (only(http::verb::get, "GET"))
         respond(200, "application/json", render_models(st_.model, st_.created_at));
@@ -356,13 +366,16 @@ class http_connection final : public connection,
     }
   }
 
-  void handle_completion(const std::string& body) {
+  void handle_completion(const std::string& body, api_kind kind) {
     if (st_.draining || shutdown_requested_) {
       keep_alive_ = false;
       respond_ec(ec::shutting_down, "the server is shutting down and takes no new requests");
       return;
     }
-    auto parsed = parse_completion_body(body, st_.backend.defaults(), st_.options.max_prompts);
+    auto parsed =
+        kind == api_kind::chat_completions
+            ? parse_chat_body(body, st_.backend.defaults(), *st_.options.chat_template)
+            : parse_completion_body(body, st_.backend.defaults(), st_.options.max_prompts);
     if (auto* err = std::get_if<body_error>(&parsed)) {
       respond_error(400, "invalid_request_error", err->message, err->param,
                     to_string(ec::bad_request));
@@ -371,7 +384,7 @@ class http_connection final : public connection,
     auto& request = std::get<completion_body>(parsed);
     auto job = std::make_unique<completion_job>();
     job->serial = ++serial_;
-    job->meta = completion_meta{make_completion_id(), unix_now(), st_.model};
+    job->meta = completion_meta{make_completion_id(kind), unix_now(), st_.model, kind};
     job->stream = request.stream;
     job->include_usage = request.include_usage;
     job->choices.resize(request.requests.size());
@@ -416,6 +429,15 @@ class http_connection final : public connection,
       });
     };
     return events;
+  }
+
+  // A chat stream opens each choice with a chunk carrying the assistant role, before its first
+  // text or its end.
+  void send_role(completion_job& job, std::size_t index) {
+    auto& choice = job.choices[index];
+    if (job.meta.kind != api_kind::chat_completions || choice.role_sent) return;
+    choice.role_sent = true;
+    send_event(render_role_chunk(job.meta, index));
   }
 
   // The running job when an event of (serial, index) still matters, else nullptr.

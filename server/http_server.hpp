@@ -11,6 +11,10 @@
 
 #include "server/backend.hpp"
 
+namespace conveyor::chat {
+class chat_template;
+}  // namespace conveyor::chat
+
 namespace conveyor::server {
 
 namespace detail {
@@ -41,9 +45,12 @@ struct server_options {
   std::size_t max_stream_buffer_bytes = 1024 * 1024;
   /// Most prompts in one request's prompt array.
   std::size_t max_prompts = 64;
+  /// The chat template `POST /v1/chat/completions` renders conversations with; null answers
+  /// that endpoint with 404.
+  std::shared_ptr<const chat::chat_template> chat_template;
 };
 
-/// An HTTP/1.1 server for `POST /v1/completions`, `GET /v1/models`, `GET /health` and
+/// An HTTP/1.1 server for `POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` and
 /// `GET /metrics` (see docs/http-api.md). Connections are keep-alive; each is served on its
 /// own strand, and every backend event is posted onto that strand. Member functions are
 /// thread-safe, but none may be called from inside a backend callback.

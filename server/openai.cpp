@@ -6,100 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/request_fields.hpp"
+
 namespace conveyor::server {
 
 namespace {
 
-using json = nlohmann::json;
-
-// Dumps without throwing on invalid UTF-8 (the backend promises valid text; be safe anyway).
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-const char* type_name_of(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "boolean";
-    case json::value_t::string:
-      return "string";
-    case json::value_t::array:
-      return "array";
-    case json::value_t::object:
-      return "object";
-    case json::value_t::number_float:
-      return "number";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "integer";
-    default:
-      return "value";
-  }
-}
-
-// Validation failure inside this file; turned into a body_error at the boundary.
-struct field_error {
-  std::string message;
-  std::string param;
-};
-
-[[noreturn]] void fail(std::string param, std::string message) {
-  throw field_error{std::move(message), std::move(param)};
-}
-
-std::string quoted(std::string_view name) {
-  return "'" + std::string{name} + "'";
-}
-
-// Returns the field, or nullptr when it is absent or null.
-const json* find(const json& obj, const char* name) {
-  auto i = obj.find(name);
-  if (i == obj.end() || i->is_null()) return nullptr;
-  return &*i;
-}
-
-// An integer in [lo, hi]; a number with an integral value (10.0) counts as an integer.
-std::optional<int64_t> get_integer(const json& obj, const char* name, int64_t lo, int64_t hi) {
-  auto* j = find(obj, name);
-  if (!j) return std::nullopt;
-  int64_t value = 0;
-  if (j->is_number_unsigned()) {
-    auto u = j->get<uint64_t>();
-    if (hi < 0 || u > static_cast<uint64_t>(hi))
-      fail(name, quoted(name) + " must be at most " + std::to_string(hi) + ", got " + j->dump());
-    value = static_cast<int64_t>(u);
-  } else if (j->is_number_integer()) {
-    value = j->get<int64_t>();
-  } else if (j->is_number_float()) {
-    double d = j->get<double>();
-    if (!std::isfinite(d) || std::floor(d) != d || d < -9.2e18 || d > 9.2e18)
-      fail(name, quoted(name) + " must be an integer, got " + j->dump());
-    value = static_cast<int64_t>(d);
-  } else {
-    fail(name, quoted(name) + " must be an integer, got " + type_name_of(*j));
-  }
-  if (value < lo)
-    fail(name, quoted(name) + " must be at least " + std::to_string(lo) + ", got " + j->dump());
-  if (value > hi)
-    fail(name, quoted(name) + " must be at most " + std::to_string(hi) + ", got " + j->dump());
-  return value;
-}
-
-std::optional<double> get_number(const json& obj, const char* name) {
-  auto* j = find(obj, name);
-  if (!j) return std::nullopt;
-  if (!j->is_number()) fail(name, quoted(name) + " must be a number, got " + type_name_of(*j));
-  return j->get<double>();
-}
-
-std::optional<bool> get_bool(const json& obj, const char* name) {
-  auto* j = find(obj, name);
-  if (!j) return std::nullopt;
-  if (!j->is_boolean()) fail(name, quoted(name) + " must be a boolean, got " + type_name_of(*j));
-  return j->get<bool>();
-}
+using namespace detail;
 
 std::vector<std::string> get_prompts(const json& obj, std::size_t max_prompts) {
   auto* j = find(obj, "prompt");
@@ -119,31 +32,6 @@ std::vector<std::string> get_prompts(const json& obj, std::size_t max_prompts) {
       fail("prompt", std::string{"'prompt' must be a string or an array of strings, found "} +
                          type_name_of(x) + " in the array (token-id prompts are not supported)");
     result.push_back(x.get<std::string>());
-  }
-  return result;
-}
-
-// Up to 16 stop strings; empty strings are dropped (they would stop at once).
-std::vector<std::string> get_stop(const json& obj) {
-  auto* j = find(obj, "stop");
-  if (!j) return {};
-  std::vector<std::string> result;
-  if (j->is_string()) {
-    if (!j->get_ref<const std::string&>().empty()) result.push_back(j->get<std::string>());
-    return result;
-  }
-  if (!j->is_array())
-    fail("stop",
-         std::string{"'stop' must be a string or an array of strings, got "} + type_name_of(*j));
-  constexpr std::size_t max_stop = 16;
-  if (j->size() > max_stop)
-    fail("stop", "'stop' has " + std::to_string(j->size()) + " strings, at most " +
-                     std::to_string(max_stop) + " are allowed");
-  for (const auto& x : *j) {
-    if (!x.is_string())
-      fail("stop", std::string{"'stop' must be a string or an array of strings, found "} +
-                       type_name_of(x) + " in the array");
-    if (!x.get_ref<const std::string&>().empty()) result.push_back(x.get<std::string>());
   }
   return result;
 }
@@ -169,55 +57,9 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   auto prompts = get_prompts(obj, max_prompts);
   refuse_unsupported(obj);
 
-  completion_request proto;
-  proto.max_tokens =
-      static_cast<int32_t>(get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max())
-                               .value_or(defaults.max_tokens));
-  auto temperature = get_number(obj, "temperature").value_or(defaults.temperature);
-  if (!(temperature >= 0.0 && temperature <= 2.0))
-    fail("temperature", "'temperature' must be between 0 and 2, got " + json(temperature).dump());
-  proto.temperature = static_cast<float>(temperature);
-  auto top_p = get_number(obj, "top_p").value_or(defaults.top_p);
-  if (!(top_p > 0.0 && top_p <= 1.0))
-    fail("top_p", "'top_p' must be greater than 0 and at most 1, got " + json(top_p).dump());
-  proto.top_p = static_cast<float>(top_p);
-  proto.top_k = static_cast<int32_t>(
-      get_integer(obj, "top_k", 0, std::numeric_limits<int32_t>::max()).value_or(defaults.top_k));
-  if (auto* seed = find(obj, "seed")) {
-    // Any 64-bit integer; negative seeds keep their two's-complement bits.
-    if (seed->is_number_unsigned())
-      proto.seed = seed->get<uint64_t>();
-    else
-      proto.seed = static_cast<uint64_t>(*get_integer(
-          obj, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
-  }
-  proto.stop = get_stop(obj);
-  proto.priority =
-      static_cast<int32_t>(get_integer(obj, "priority", std::numeric_limits<int32_t>::min(),
-                                       std::numeric_limits<int32_t>::max())
-                               .value_or(0));
-  if (auto timeout = get_number(obj, "timeout")) {
-    if (!(*timeout > 0.0) || !std::isfinite(*timeout))
-      fail("timeout",
-           "'timeout' must be a positive number of seconds, got " + json(*timeout).dump());
-    proto.timeout_s = *timeout;
-  }
-
+  auto proto = parse_sampling(obj, defaults);
   completion_body result;
-  result.stream = get_bool(obj, "stream").value_or(false);
-  if (auto* options = find(obj, "stream_options")) {
-    if (!options->is_object())
-      fail("stream_options",
-           std::string{"'stream_options' must be an object, got "} + type_name_of(*options));
-    if (!result.stream)
-      fail("stream_options", "'stream_options' is only allowed when 'stream' is true");
-    try {
-      result.include_usage = get_bool(*options, "include_usage").value_or(false);
-    } catch (field_error& e) {
-      e.param = "stream_options.include_usage";
-      throw;
-    }
-  }
+  parse_stream(obj, result);
   result.requests.reserve(prompts.size());
   for (auto& prompt : prompts) {
     result.requests.push_back(proto);
@@ -226,9 +68,16 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   return result;
 }
 
-json meta_object(const completion_meta& meta) {
+bool is_chat(const completion_meta& meta) {
+  return meta.kind == api_kind::chat_completions;
+}
+
+json meta_object(const completion_meta& meta, bool chunk = false) {
+  const char* object = !is_chat(meta) ? "text_completion"
+                       : chunk       ? "chat.completion.chunk"
+                                     : "chat.completion";
   return json{{"id", meta.id},
-              {"object", "text_completion"},
+              {"object", object},
               {"created", meta.created},
               {"model", meta.model}};
 }
@@ -245,17 +94,7 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
                                                                 const completion_defaults& defaults,
                                                                 std::size_t max_prompts) {
   json obj;
-  try {
-    obj = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    std::string what = e.what();
-    if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos)
-      what.erase(0, end + 2);
-    return body_error{"the body is not valid JSON: " + what, ""};
-  }
-  if (!obj.is_object())
-    return body_error{std::string{"the body must be a JSON object, got "} + type_name_of(obj), ""};
+  if (auto err = parse_json_object(body, obj)) return *err;
   try {
     return parse_object(obj, defaults, max_prompts);
   } catch (const field_error& e) {
@@ -263,10 +102,10 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
   }
 }
 
-std::string make_completion_id() {
+std::string make_completion_id(api_kind kind) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   static constexpr char digits[] = "0123456789abcdef";
-  std::string id = "cmpl-";
+  std::string id = kind == api_kind::chat_completions ? "chatcmpl-" : "cmpl-";
   for (int i = 0; i < 24; ++i) id += digits[rng() & 0xf];
   return id;
 }
@@ -278,8 +117,16 @@ std::string render_completion(const completion_meta& meta,
   completion_usage total;
   for (std::size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
-    list.push_back(json{
-        {"text", c.text}, {"index", i}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}});
+    if (is_chat(meta))
+      list.push_back(json{{"index", i},
+                          {"message", {{"role", "assistant"}, {"content", c.text}}},
+                          {"logprobs", nullptr},
+                          {"finish_reason", c.finish_reason}});
+    else
+      list.push_back(json{{"text", c.text},
+                          {"index", i},
+                          {"logprobs", nullptr},
+                          {"finish_reason", c.finish_reason}});
     total.prompt_tokens += c.usage.prompt_tokens;
     total.completion_tokens += c.usage.completion_tokens;
   }
@@ -290,15 +137,32 @@ std::string render_completion(const completion_meta& meta,
 
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
                          std::optional<std::string_view> finish_reason) {
-  json obj = meta_object(meta);
-  json choice{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json obj = meta_object(meta, true);
+  json choice;
+  if (is_chat(meta))
+    choice = json{{"index", index},
+                  {"delta", text.empty() && finish_reason ? json::object()
+                                                          : json{{"content", text}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", nullptr}};
+  else
+    choice = json{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (finish_reason) choice["finish_reason"] = *finish_reason;
   obj["choices"] = json::array({std::move(choice)});
   return dump(obj);
 }
 
+std::string render_role_chunk(const completion_meta& meta, std::size_t index) {
+  json obj = meta_object(meta, true);
+  obj["choices"] = json::array({json{{"index", index},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+  return dump(obj);
+}
+
 std::string render_usage_chunk(const completion_meta& meta, completion_usage usage) {
-  json obj = meta_object(meta);
+  json obj = meta_object(meta, true);
   obj["choices"] = json::array();
   obj["usage"] = usage_object(usage);
   return dump(obj);

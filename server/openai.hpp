@@ -1,5 +1,6 @@
-// OpenAI's completion API as plain functions: validating a request body and rendering
-// completions, stream chunks, model lists and errors as JSON. No sockets, so tests drive it.
+// OpenAI's completion and chat completion APIs as plain functions: validating request bodies
+// and rendering completions, stream chunks, model lists and errors as JSON. No sockets, so
+// tests drive it.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +13,19 @@
 
 #include "server/backend.hpp"
 
+namespace conveyor::chat {
+class chat_template;
+}  // namespace conveyor::chat
+
 namespace conveyor::server {
+
+/// The endpoint an answer belongs to: it decides the objects' shapes.
+enum class api_kind {
+  /// `POST /v1/completions`: `text_completion` objects.
+  completions,
+  /// `POST /v1/chat/completions`: `chat.completion` and `chat.completion.chunk` objects.
+  chat_completions,
+};
 
 // -- requests ------------------------------------------------------------------------------------
 
@@ -42,16 +55,29 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
                                                                 const completion_defaults& defaults,
                                                                 std::size_t max_prompts);
 
+/// Parses and validates a chat completion body and renders its conversation with `tmpl` into
+/// the one request's prompt (tokenized without BOS when the template writes `bos_token`).
+/// `messages` must be a non-empty array of {role: system|user|assistant, content: a string or
+/// an array of {type: "text", text} parts, joined by newlines}; `max_completion_tokens` takes
+/// precedence over `max_tokens`; the other fields are those of `parse_completion_body` (n > 1,
+/// logprobs and tools are refused). A template that refuses the conversation
+/// (raise_exception) gives a body_error on "messages".
+std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
+                                                          const completion_defaults& defaults,
+                                                          const chat::chat_template& tmpl);
+
 // -- responses -----------------------------------------------------------------------------------
 
 /// What every object of one completion response shares.
 struct completion_meta {
-  /// "cmpl-" and 24 random hex digits.
+  /// "cmpl-" (or "chatcmpl-") and 24 random hex digits.
   std::string id;
   /// Unix time in seconds when the request arrived.
   int64_t created = 0;
   /// The model name.
   std::string model;
+  /// Which objects to render.
+  api_kind kind = api_kind::completions;
 };
 
 /// One finished choice of a completion.
@@ -64,16 +90,21 @@ struct choice_result {
   completion_usage usage;
 };
 
-/// Makes a fresh completion id: "cmpl-" and 24 random hex digits.
-std::string make_completion_id();
+/// Makes a fresh completion id: "cmpl-" ("chatcmpl-" for chat) and 24 random hex digits.
+std::string make_completion_id(api_kind kind = api_kind::completions);
 
-/// Renders a whole `text_completion` object; choice i gets index i and usage is the sum.
+/// Renders a whole `text_completion` object (a `chat.completion` with the text as the
+/// assistant's message for chat); choice i gets index i and usage is the sum.
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices);
 
-/// Renders one stream chunk of choice `index`: `finish_reason` null while it runs.
+/// Renders one stream chunk of choice `index`: `finish_reason` null while it runs. For chat the
+/// text is the `delta`'s content (an empty delta on the last chunk when `text` is empty).
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
                          std::optional<std::string_view> finish_reason);
+
+/// Renders a chat stream's first chunk of choice `index`: delta {role: "assistant", content: ""}.
+std::string render_role_chunk(const completion_meta& meta, std::size_t index);
 
 /// Renders the last stream chunk of `stream_options.include_usage`: no choices, the usage.
 std::string render_usage_chunk(const completion_meta& meta, completion_usage usage);

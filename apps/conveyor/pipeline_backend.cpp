@@ -47,6 +47,7 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   g.id = next_id_++;
   g.arrival = now_stamp();
   g.prompt = std::move(req.prompt);
+  g.add_bos = req.add_bos;
   g.params.max_tokens = req.max_tokens;
   g.params.temperature = req.temperature;
   g.params.top_p = req.top_p;

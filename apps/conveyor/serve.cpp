@@ -12,6 +12,7 @@
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
 #include "apps/conveyor/pipeline_backend.hpp"
+#include "chat/template_source.hpp"
 #include "pipeline/message_types.hpp"
 #include "server/http_server.hpp"
 
@@ -28,6 +29,13 @@ int run_serve(const config_flags& flags) {
   setup_logging(cfg->log.level);
   // Signals go to sigwait below, never to a worker thread.
   sigset_t signals = block_stop_signals();
+  // The chat template fails at start, before any model loads. Until tokenizer_config.json is
+  // read, models bring no template of their own and BOS/EOS are SentencePiece's "<s>"/"</s>".
+  auto chat_template = chat::select_chat_template(cfg->model.chat_template, "", {"<s>", "</s>"});
+  if (!chat_template) {
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(chat_template.error()).c_str());
+    return 1;
+  }
   caf::actor_system_config sys_cfg;
   // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
   configure_actor_system(sys_cfg);
@@ -52,6 +60,7 @@ int run_serve(const config_flags& flags) {
   so.idle_timeout = std::chrono::seconds(cfg->server.idle_timeout_s);
   so.max_connections = size_t(cfg->server.max_connections);
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
+  so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));
   server::http_server http{so, backend};
   if (auto err = http.start()) {
     std::fprintf(stderr, "conveyor serve: cannot listen on %s:%d: %s\n", so.host.c_str(),
@@ -80,7 +89,7 @@ command_fn add_serve(CLI::App& app) {
   auto flags = std::make_shared<config_flags>();
   auto* cmd = app.add_subcommand("serve",
                                  "Serve the model over OpenAI-style HTTP "
-                                 "(/v1/completions, /v1/models, /health, /metrics)");
+                                 "(/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)");
   flags->add_to(*cmd, true);
   return [flags] { return run_serve(*flags); };
 }

@@ -10,12 +10,17 @@ Usage: python openai_client.py BASE_URL SCENARIO
             busy          on a server with one slot and a queue of one: a request whose
                           deadline passes in the queue (504), one refused because the queue
                           is full (429)
+            chat          one whole and one streamed greedy chat completion of the
+                          "system_user" conversation of tests/fixtures/chat_templates/
+                          expected.json, and the greedy completion of jinja2's rendering of
+                          it with the default template (the reference the chat text must equal)
 Prints one JSON object on stdout; exits 2 when the package is missing, 1 on wrong usage.
 Errors are reported as the client's own exception class, status, code, param and message, so
 the test checks what an application using the package would see.
 """
 
 import json
+import pathlib
 import sys
 import threading
 import time
@@ -55,6 +60,50 @@ def completions(client):
             "usage": whole.usage.model_dump(),
         },
         "stream": {"text": text, "finish_reason": finish_reason, "chunks": chunks},
+    }
+
+
+FIXTURE = (pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates" /
+           "expected.json")
+
+
+def chat(client):
+    fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    messages = fixture["conversations"]["system_user"]
+    rendered = next(r["output"] for r in fixture["renderings"]
+                    if r["template"] == "default" and r["conversation"] == "system_user"
+                    and r["add_generation_prompt"])
+    model = served_model(client)
+    reference = client.completions.create(model=model, prompt=rendered, max_tokens=40,
+                                          temperature=0)
+    whole = client.chat.completions.create(model=model, messages=messages, max_tokens=40,
+                                           temperature=0)
+    text, finish_reason, roles, chunks = "", None, [], 0
+    for chunk in client.chat.completions.create(model=model, messages=messages, max_tokens=40,
+                                                temperature=0, stream=True):
+        chunks += 1
+        assert chunk.object == "chat.completion.chunk", chunk.object
+        if chunk.choices:
+            delta = chunk.choices[0].delta
+            if delta.role:
+                roles.append(delta.role)
+            text += delta.content or ""
+            finish_reason = chunk.choices[0].finish_reason or finish_reason
+    return {
+        "reference": {"text": reference.choices[0].text,
+                      "usage": reference.usage.model_dump()},
+        "whole": {
+            "content": whole.choices[0].message.content,
+            "role": whole.choices[0].message.role,
+            "finish_reason": whole.choices[0].finish_reason,
+            "object": whole.object,
+            "id": whole.id,
+            "usage": whole.usage.model_dump(),
+        },
+        "stream": {"text": text, "finish_reason": finish_reason, "roles": roles,
+                   "chunks": chunks},
+        "bad_role": refusal(lambda: client.chat.completions.create(
+            model=model, messages=[{"role": "tool", "content": "x", "tool_call_id": "1"}])),
     }
 
 
@@ -115,7 +164,8 @@ def busy(client, base_url):
     return {"expired": expired, "queue_full": queue_full}
 
 
-SCENARIOS = {"completions": completions, "bad-requests": bad_requests, "busy": busy}
+SCENARIOS = {"completions": completions, "bad-requests": bad_requests, "busy": busy,
+             "chat": chat}
 
 
 def main(argv):

@@ -1,0 +1,103 @@
+// The values a chat template computes with: Jinja's undefined, none, booleans, integers,
+// floats, strings, lists and maps (insertion-ordered), printed and compared as Python does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace conveyor::chat {
+
+class value;
+
+/// A list; shared between copies of a value (templates never mutate lists).
+using value_list = std::vector<value>;
+
+/// A map in insertion order (as Python's dict keeps it).
+using value_map = std::vector<std::pair<std::string, value>>;
+
+/// One value of a template. Copies are cheap: lists and maps are shared. A namespace is a map
+/// whose copies see each other's attribute assignments (Jinja's `namespace()`).
+class value {
+ public:
+  /// What a value holds.
+  enum class kind : uint8_t { undefined, none, boolean, integer, floating, string, list, map };
+
+  /// Undefined: a missing variable, key or attribute.
+  value() = default;
+  /// The none value (`None`).
+  static value none();
+  value(bool b);
+  value(int64_t i);
+  value(int i) : value(static_cast<int64_t>(i)) {}
+  value(double d);
+  value(std::string s);
+  value(const char* s) : value(std::string{s}) {}
+  value(value_list l);
+  value(value_map m);
+  /// A namespace object with these initial attributes.
+  static value make_namespace(value_map attributes);
+
+  // -- inspection ----------------------------------------------------------------------------
+
+  kind type() const { return kind_; }
+  bool is_undefined() const { return kind_ == kind::undefined; }
+  bool is_none() const { return kind_ == kind::none; }
+  bool is_string() const { return kind_ == kind::string; }
+  bool is_number() const { return kind_ == kind::integer || kind_ == kind::floating; }
+  bool is_list() const { return kind_ == kind::list; }
+  bool is_map() const { return kind_ == kind::map; }
+  bool is_namespace() const { return kind_ == kind::map && namespace_; }
+
+  bool as_bool() const { return b_; }
+  int64_t as_int() const { return i_; }
+  /// The number as a double (booleans and integers converted).
+  double as_double() const;
+  const std::string& as_string() const { return *s_; }
+  const value_list& as_list() const { return *l_; }
+  const value_map& as_map() const { return *m_; }
+
+  /// The value of `key` in a map, or undefined.
+  value get(std::string_view key) const;
+  /// Sets `key` of a namespace (visible to every copy of it).
+  void set_attribute(const std::string& key, value v);
+
+  /// Python's truth: empty strings, lists and maps, 0, none and undefined are false.
+  bool truthy() const;
+
+  /// Python's str(): None, True, 1.5, ['a', 1]; undefined prints as "".
+  std::string str() const;
+  /// Python's repr() (strings quoted).
+  std::string repr() const;
+  /// Python's json.dumps(x, ensure_ascii=False, indent=indent) as transformers' tojson calls
+  /// it; indent < 0 means none. Undefined has no JSON form: returns false.
+  bool to_json(std::string& out, int indent = -1, int depth = 0) const;
+
+  /// Python's ==.
+  friend bool operator==(const value& a, const value& b);
+  friend bool operator!=(const value& a, const value& b) { return !(a == b); }
+
+  /// A name of the kind for error messages ("string", "list", ...).
+  const char* type_name() const;
+
+ private:
+  kind kind_ = kind::undefined;
+  bool b_ = false;
+  bool namespace_ = false;
+  int64_t i_ = 0;
+  double d_ = 0;
+  std::shared_ptr<const std::string> s_;
+  std::shared_ptr<const value_list> l_;
+  std::shared_ptr<value_map> m_;
+};
+
+/// The number of code points of UTF-8 text.
+std::size_t utf8_length(std::string_view s);
+
+/// Python's repr() of a float ("1.0", "0.1", "1e+20").
+std::string float_repr(double d);
+
+}  // namespace conveyor::chat

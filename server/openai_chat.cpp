@@ -1,0 +1,122 @@
+// `POST /v1/chat/completions` bodies: the conversation validated and rendered through the
+// model's chat template into one completion request.
+#include <limits>
+
+#include "chat/chat_template.hpp"
+#include "common/error.hpp"
+#include "server/openai.hpp"
+#include "server/request_fields.hpp"
+
+namespace conveyor::server {
+
+namespace {
+
+using namespace detail;
+
+// A message's content: a string, or an array of {type: "text", text} parts joined by newlines.
+std::string get_content(const json& message, const std::string& where) {
+  auto param = where + ".content";
+  auto* content = find(message, "content");
+  if (!content) fail(param, detail::quoted(param) + " is required");
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array())
+    fail(param, detail::quoted(param) + " must be a string or an array of text parts, got " +
+                    type_name_of(*content));
+  std::string text;
+  for (std::size_t i = 0; i < content->size(); ++i) {
+    const auto& part = (*content)[i];
+    auto part_param = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object())
+      fail(part_param, detail::quoted(part_param) + " must be an object, got " + type_name_of(part));
+    auto* type = find(part, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "text")
+      fail(part_param + ".type", detail::quoted(part_param + ".type") + " must be \"text\"" +
+                                     (type ? ", got " + type->dump() : std::string{}) +
+                                     " (only text parts are supported)");
+    auto* part_text = find(part, "text");
+    if (!part_text || !part_text->is_string())
+      fail(part_param + ".text", detail::quoted(part_param + ".text") + " must be a string");
+    if (i) text += '\n';
+    text += part_text->get<std::string>();
+  }
+  return text;
+}
+
+std::vector<chat::chat_message> get_messages(const json& obj) {
+  auto* messages = find(obj, "messages");
+  if (!messages) fail("messages", "'messages' is required");
+  if (!messages->is_array())
+    fail("messages", std::string{"'messages' must be an array, got "} + type_name_of(*messages));
+  if (messages->empty()) fail("messages", "'messages' must not be empty");
+  std::vector<chat::chat_message> result;
+  result.reserve(messages->size());
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const auto& m = (*messages)[i];
+    auto where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object())
+      fail(where, detail::quoted(where) + " must be an object, got " + type_name_of(m));
+    auto* role = find(m, "role");
+    if (!role || !role->is_string())
+      fail(where + ".role", detail::quoted(where + ".role") + " must be a string");
+    const auto& r = role->get_ref<const std::string&>();
+    if (r != "system" && r != "user" && r != "assistant")
+      fail(where + ".role", detail::quoted(where + ".role") +
+                                " must be \"system\", \"user\" or \"assistant\", got " +
+                                role->dump());
+    result.push_back({r, get_content(m, where)});
+  }
+  return result;
+}
+
+// Chat fields Conveyor does not implement, refused when they ask for more than plain text.
+void refuse_unsupported_chat(const json& obj) {
+  if (auto n = get_integer(obj, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
+    fail("n", "'n' > 1 is not supported; send the request several times instead");
+  if (auto l = get_bool(obj, "logprobs"); l && *l) fail("logprobs", "'logprobs' is not supported");
+  if (auto* t = find(obj, "top_logprobs"); t && !(t->is_number() && t->get<double>() == 0))
+    fail("top_logprobs", "'top_logprobs' is not supported");
+  for (const char* name : {"tools", "functions"})
+    if (auto* t = find(obj, name); t && !(t->is_array() && t->empty()))
+      fail(name, detail::quoted(name) + " is not supported (no tool calls)");
+  if (auto* f = find(obj, "response_format")) {
+    auto* type = f->is_object() ? find(*f, "type") : nullptr;
+    if (!type || *type != "text")
+      fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
+  }
+}
+
+completion_body parse_chat_object(const json& obj, const completion_defaults& defaults,
+                                  const chat::chat_template& tmpl) {
+  if (auto* model = find(obj, "model"); model && !model->is_string())
+    fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
+  auto messages = get_messages(obj);
+  refuse_unsupported_chat(obj);
+  // Both limits are checked; the newer max_completion_tokens wins when both are given.
+  get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  auto proto = parse_sampling(
+      obj, defaults, find(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  completion_body result;
+  parse_stream(obj, result);
+  auto prompt = tmpl.render(messages, true);
+  if (!prompt) fail("messages", message_of(prompt.error()));
+  proto.prompt = std::move(prompt->text);
+  proto.add_bos = prompt->add_bos;
+  result.requests.push_back(std::move(proto));
+  return result;
+}
+
+}  // namespace
+
+std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
+                                                          const completion_defaults& defaults,
+                                                          const chat::chat_template& tmpl) {
+  json obj;
+  if (auto err = parse_json_object(body, obj)) return *err;
+  try {
+    return parse_chat_object(obj, defaults, tmpl);
+  } catch (const field_error& e) {
+    return body_error{e.message, e.param};
+  }
+}
+
+}  // namespace conveyor::server
