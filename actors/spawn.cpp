@@ -27,6 +27,16 @@ int64_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
 }
 
+}  // namespace
+
+std::string tokenizer_file(const config::pipeline& cfg) {
+  return model::resolve_path(cfg.model.tokenizer.empty()
+                                 ? model::default_tokenizer_for(model::resolve_path(cfg.model.path))
+                                 : cfg.model.tokenizer);
+}
+
+namespace {
+
 /// The tokenizer and the shape of the model of `cfg`, checked against each other.
 struct model_files {
   std::string model_spec;
@@ -37,15 +47,13 @@ struct model_files {
 expected<model_files> open_model(const config::pipeline& cfg) {
   model_files out;
   out.model_spec = model::resolve_path(cfg.model.path);
-  const std::string tokenizer_file =
-      model::resolve_path(cfg.model.tokenizer.empty() ? model::default_tokenizer_for(out.model_spec)
-                                                      : cfg.model.tokenizer);
-  auto tokenizer = model::load_tokenizer(tokenizer_file);
+  const std::string tokenizer_path = tokenizer_file(cfg);
+  auto tokenizer = model::load_tokenizer(tokenizer_path);
   if (!tokenizer) return tokenizer.error();
   auto shape = model::shape_of(out.model_spec);
   if (!shape) return shape.error();
   if (shape->vocab_size != (*tokenizer)->vocab_size() && out.model_spec != "trivial")
-    return make_error(ec::bad_config, "tokenizer " + tokenizer_file + " has " +
+    return make_error(ec::bad_config, "tokenizer " + tokenizer_path + " has " +
                                           std::to_string((*tokenizer)->vocab_size()) +
                                           " tokens but model " + out.model_spec + " has " +
                                           std::to_string(shape->vocab_size));

@@ -46,6 +46,10 @@ struct pipeline_handle {
   int32_t context = 0;
 };
 
+/// The tokenizer file of `cfg`: `model.tokenizer` when set, else the one that goes with the
+/// model (model::default_tokenizer_for), resolved against the source tree like the model.
+std::string tokenizer_file(const config::pipeline& cfg);
+
 /// Loads the model on every executor of `cfg`, spawns tokenizers, batcher, executors and metrics,
 /// and wires them; with `cluster.remote`, also one connector per worker (the actor system must
 /// load the middleman and register `add_message_types`). Before loading anything it checks the

@@ -204,13 +204,9 @@ expected<std::shared_ptr<const tokenizer>> load_hf_tokenizer(const std::string& 
   // special token and the usual names stand in.
   const auto config_path =
       (std::filesystem::path{path}.parent_path() / "tokenizer_config.json").string();
-  std::optional<tokenizer_config> config;
-  std::error_code err;
-  if (std::filesystem::is_regular_file(config_path, err)) {
-    auto read = read_tokenizer_config(config_path);
-    if (!read) return read.error();
-    config = std::move(*read);
-  }
+  auto beside = tokenizer_config_beside(path);
+  if (!beside) return beside.error();
+  const std::optional<tokenizer_config>& config = *beside;
   int32_t bos = -1;
   int32_t eos = -1;
   if (config && !config->bos_token.empty()) {

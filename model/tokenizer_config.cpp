@@ -1,6 +1,8 @@
 // Reading tokenizer_config.json with nlohmann::json.
 #include "model/tokenizer_config.hpp"
 
+#include <filesystem>
+
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +95,17 @@ expected<tokenizer_config> read_tokenizer_config(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return parse_tokenizer_config(text.str(), path);
+}
+
+expected<std::optional<tokenizer_config>> tokenizer_config_beside(const std::string& tokenizer_path) {
+  std::error_code err;
+  const std::filesystem::path given{tokenizer_path};
+  const auto folder = std::filesystem::is_directory(given, err) ? given : given.parent_path();
+  const auto path = (folder / "tokenizer_config.json").string();
+  if (!std::filesystem::is_regular_file(path, err)) return std::optional<tokenizer_config>{};
+  auto read = read_tokenizer_config(path);
+  if (!read) return read.error();
+  return std::optional<tokenizer_config>{std::move(*read)};
 }
 
 }  // namespace conveyor::model

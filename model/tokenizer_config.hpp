@@ -39,4 +39,9 @@ expected<tokenizer_config> read_tokenizer_config(const std::string& path);
 expected<tokenizer_config> parse_tokenizer_config(const std::string& text,
                                                   const std::string& origin);
 
+/// The tokenizer_config.json beside a tokenizer file (in its folder; a folder given as
+/// `tokenizer_path` is looked into): nullopt when there is none, an error naming the file and key
+/// when it cannot be read.
+expected<std::optional<tokenizer_config>> tokenizer_config_beside(const std::string& tokenizer_path);
+
 }  // namespace conveyor::model

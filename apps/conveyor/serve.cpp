@@ -13,6 +13,7 @@
 #include "apps/conveyor/config_flags.hpp"
 #include "apps/conveyor/pipeline_backend.hpp"
 #include "chat/template_source.hpp"
+#include "model/tokenizer_config.hpp"
 #include "pipeline/message_types.hpp"
 #include "server/http_server.hpp"
 
@@ -29,9 +30,22 @@ int run_serve(const config_flags& flags) {
   setup_logging(cfg->log.level);
   // Signals go to sigwait below, never to a worker thread.
   sigset_t signals = block_stop_signals();
-  // The chat template fails at start, before any model loads. Until tokenizer_config.json is
-  // read, models bring no template of their own and BOS/EOS are SentencePiece's "<s>"/"</s>".
-  auto chat_template = chat::select_chat_template(cfg->model.chat_template, "", {"<s>", "</s>"});
+  // The chat template fails at start, before any model loads: model.chat_template, else the
+  // tokenizer_config.json beside the tokenizer (its template, BOS and EOS), else the default
+  // template with SentencePiece's "<s>" and "</s>".
+  auto tokenizer_settings = model::tokenizer_config_beside(tokenizer_file(*cfg));
+  if (!tokenizer_settings) {
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(tokenizer_settings.error()).c_str());
+    return 1;
+  }
+  chat::special_tokens tokens{"<s>", "</s>"};
+  std::string model_template;
+  if (const auto& t = *tokenizer_settings) {
+    if (!t->bos_token.empty()) tokens.bos_token = t->bos_token;
+    if (!t->eos_token.empty()) tokens.eos_token = t->eos_token;
+    model_template = t->chat_template;
+  }
+  auto chat_template = chat::select_chat_template(cfg->model.chat_template, model_template, tokens);
   if (!chat_template) {
     std::fprintf(stderr, "conveyor serve: %s\n", message_of(chat_template.error()).c_str());
     return 1;

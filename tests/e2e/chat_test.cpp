@@ -134,3 +134,28 @@ TEST(e2e_chat, an_unsupported_template_fails_at_start_with_construct_and_line) {
 
 }  // namespace
 }  // namespace conveyor::e2e
+
+namespace conveyor::e2e {
+namespace {
+
+// A tokenizer.json with a tokenizer_config.json beside it: its chat template (here the
+// contents of the messages, concatenated) is the one served, through the Hugging Face tokenizer;
+// the greedy answer to "Once upon a time" is run.c's expected story.
+TEST(e2e_chat, the_template_of_tokenizer_config_json_is_served) {
+  conveyor_process server{
+      {"--set", "model.tokenizer=tests/fixtures/tokenizers/llama_spm/tokenizer.json"}};
+  ASSERT_TRUE(server.ok()) << server.error();
+  const json request{{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"max_tokens", 60},
+                     {"temperature", 0}};
+  auto reply = server.request("POST", "/v1/chat/completions", request.dump());
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200u) << reply->body;
+  const auto body = reply->json();
+  EXPECT_EQ(body["choices"][0]["message"]["content"], expected_once_upon_a_time());
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace conveyor::e2e
