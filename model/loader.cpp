@@ -3,12 +3,16 @@
 #include <link.h>
 #include <sys/stat.h>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <sstream>
 
 #include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
 
 #include "model/causal_lm.hpp"
+#include "model/hf_weights.hpp"
+#include "model/model_info.hpp"
 
 namespace conveyor::model {
 
@@ -95,23 +99,53 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
     if (!weights) return weights.error();
     return make_llama(*weights, options);
   }
+  if (is_directory(spec)) return load_hf_model(spec, options);
   auto weights = load_llama2c_checkpoint(spec);
   if (!weights) return weights.error();
   return make_llama(*weights, options);
 }
 
+expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
+                                                   const runtime_options& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto info = read_hf_config(dir);
+  if (!info) return info.error();
+  const int32_t context = options.context == 0 ? info->shape.seq_len : options.context;
+  if (auto err = check_sliding_window(*info, context)) return err;
+  hf_load_stats stats;
+  auto weights = load_hf_weights(*info, &stats);
+  if (!weights) return weights.error();
+  const auto read = std::chrono::steady_clock::now();
+  auto model = make_llama(*weights, options);
+  if (!model) return model.error();
+  const auto done = std::chrono::steady_clock::now();
+  using ms = std::chrono::milliseconds;
+  spdlog::info("loaded {} ({}): {} parameters, {:.1f} MiB of {} in {}, computing in {}; read in {} "
+               "ms, laid out in {} ms",
+               dir, info->architecture, info->shape.parameter_count(),
+               double(stats.file_bytes) / (1024.0 * 1024.0), stats.dtype, stats.where,
+               dtype_name(options.dtype), std::chrono::duration_cast<ms>(read - start).count(),
+               std::chrono::duration_cast<ms>(done - read).count());
+  return model;
+}
+
 std::string resolve_path(const std::string& path) {
   if (path.empty() || path == "trivial" || path.rfind("synthetic:", 0) == 0) return path;
-  if (path[0] == '/' || file_exists(path)) return path;
+  if (path[0] == '/' || file_exists(path) || is_directory(path)) return path;
   auto source_dir = std::string{CONVEYOR_DEFAULT_MODEL_DIR};
   source_dir = directory_of(directory_of(source_dir));  // models/stories260K -> repo root
   auto candidate = source_dir + "/" + path;
-  return file_exists(candidate) ? candidate : path;
+  return file_exists(candidate) || is_directory(candidate) ? candidate : path;
 }
 
 expected<llama_shape> shape_of(const std::string& spec) {
   if (spec == "trivial") return llama_shape{8, 8, 1, 1, 1, 512, 512, true};
   if (spec.rfind("synthetic:", 0) == 0) return synthetic_shape(spec.substr(10));
+  if (is_directory(spec)) {
+    auto info = read_hf_config(spec);
+    if (!info) return info.error();
+    return info->shape;
+  }
   return read_llama2c_shape(spec);
 }
 
@@ -120,6 +154,7 @@ std::string default_model_path() {
 }
 
 std::string default_tokenizer_for(const std::string& model_spec) {
+  if (is_directory(model_spec)) return model_spec + "/tokenizer.json";
   if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
     auto beside = directory_of(model_spec) + "/tok512.model";
     if (file_exists(beside)) return beside;
