@@ -18,6 +18,18 @@ std::string folder_name(const std::string& dir) {
 
 }  // namespace
 
+expected<compute_dtype> choose_dtype(const std::string& requested, const std::string& device,
+                                     const std::string& weights_dtype) {
+  if (requested == "f32") return compute_dtype::f32;
+  if (requested == "bf16") return compute_dtype::bf16;
+  if (requested != "auto")
+    return make_error(ec::bad_config,
+                      "model.dtype must be 'auto', 'f32' or 'bf16', got '" + requested + "'");
+  if (device == "cpu") return compute_dtype::f32;
+  return weights_dtype == "BF16" || weights_dtype == "F16" ? compute_dtype::bf16
+                                                           : compute_dtype::f32;
+}
+
 expected<model_info> inspect_model(const std::string& spec) {
   model_info info;
   info.path = spec;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "model/causal_lm.hpp"
 #include "model/checkpoint.hpp"
 
 namespace conveyor::model {
@@ -63,6 +64,11 @@ expected<model_info> read_hf_config(const std::string& dir);
 /// Refuses a context that a sliding attention window would cut (Conveyor computes full
 /// attention): the error names config.json and the key.
 caf::error check_sliding_window(const model_info& info, int32_t context);
+
+/// The dtype to compute in for `requested` ("auto", "f32" or "bf16") on `device`: "auto" is f32
+/// on "cpu" and, on a GPU, bf16 when the weights are stored in BF16 or F16 (else f32).
+expected<compute_dtype> choose_dtype(const std::string& requested, const std::string& device,
+                                     const std::string& weights_dtype);
 
 /// True when `path` is a directory.
 bool is_directory(const std::string& path);

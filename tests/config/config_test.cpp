@@ -55,6 +55,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.model.tokenizer, "");
   EXPECT_EQ(x.model.name, "");
   EXPECT_EQ(x.model.seed, 0);
+  EXPECT_EQ(x.model.dtype, "auto");
   EXPECT_EQ(x.tokenizer.workers, 2);
   EXPECT_TRUE(x.auto_executors);
   EXPECT_TRUE(x.executors.empty());
@@ -383,6 +384,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "'synthetic:s15m', 'synthetic:s42m' or 'synthetic:s1b'"},
         bad_value{"[model]\nseed = -1\n",
                   "conveyor.toml:2: model.seed: must be at least 0, got -1"},
+        bad_value{"[model]\ndtype = \"f16\"\n",
+                  "conveyor.toml:2: model.dtype: must be 'auto', 'f32' or 'bf16', got 'f16'"},
         bad_value{"[tokenizer]\nworkers = 0\n",
                   "conveyor.toml:2: tokenizer.workers: must be at least 1, got 0"},
         bad_value{
@@ -645,6 +648,7 @@ path = "models/stories260K/stories260K.bin"
 tokenizer = ""
 name = ""
 seed = 0
+dtype = "auto"
 
 [tokenizer]
 workers = 2
@@ -744,6 +748,11 @@ TEST(config_to_toml, equality_sees_every_key) {
 TEST(config_derived, served_name_and_tokenizer_path) {
   config::model m;
   EXPECT_EQ(served_name(m), "stories260K");
+  // A model directory: its folder name, dots and a trailing slash kept out of the way.
+  m.path = "/models/TinyLlama-1.1B/";
+  EXPECT_EQ(served_name(m), "TinyLlama-1.1B");
+  m.path = std::string{CONVEYOR_SOURCE_DIR} + "/tests/fixtures/hf_models/qwen2";
+  EXPECT_EQ(served_name(m), "qwen2");
   EXPECT_EQ(tokenizer_path(m), "models/stories260K/tok512.model");
   m.path = "synthetic:s42m";
   EXPECT_EQ(served_name(m), "s42m");
