@@ -111,7 +111,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 35u);
+  EXPECT_EQ(all.size(), 36u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -123,10 +123,11 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   auto all = keys();
   ASSERT_GE(all.size(), 10u);
   EXPECT_EQ(all[0], "model.path");
-  EXPECT_EQ(all[4], "tokenizer.workers");
-  EXPECT_EQ(all[5], "executors");
-  EXPECT_EQ(all[6], "executors[].device");
-  EXPECT_EQ(all[11], "cluster.remote");
+  EXPECT_EQ(all[4], "model.dtype");
+  EXPECT_EQ(all[5], "tokenizer.workers");
+  EXPECT_EQ(all[6], "executors");
+  EXPECT_EQ(all[7], "executors[].device");
+  EXPECT_EQ(all[12], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
