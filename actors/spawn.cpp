@@ -129,7 +129,8 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     auto dtype = model::choose_dtype(cfg.model.dtype, opt.device, files.info.weights_dtype);
     if (!dtype) return dtype.error();
     opt.dtype = *dtype;
-    auto m = model::load_model(files.model_spec, opt);
+    std::string summary;
+    auto m = model::load_model(files.model_spec, opt, &summary);
     if (!m)
       return make_error(code_of(m.error()), "executors[" + std::to_string(i) + "] on " + e.device +
                                                 ": " + message_of(m.error()));
@@ -139,6 +140,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     if (const int32_t index = gpu::cuda_index(device); index >= 0)
       where += " (" + devices[size_t(index)].name + ")";
     if (opt.device != e.device) where += ", computing on " + opt.device;
+    if (!summary.empty()) spdlog::info("executor {}: {}", name, summary);
     spdlog::info("executor {} on {}: {}", name, where, (*m)->describe());
     group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
     auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);

@@ -128,14 +128,17 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
 std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options);
 
 /// Loads a model by spec: a Hugging Face model directory, a llama2.c checkpoint path,
-/// "synthetic:NAME" or "trivial".
+/// "synthetic:NAME" or "trivial". Where `summary` is given, a directory's load writes a line for
+/// the start-up log there (parameters, bytes and dtype of the files, load time).
 expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
-                                                const runtime_options& options);
+                                                const runtime_options& options,
+                                                std::string* summary = nullptr);
 
 /// Loads a Hugging Face model directory (config.json, model.safetensors or its sharded index,
-/// generation_config.json) and logs its parameters, bytes and load time.
+/// generation_config.json); `summary` as for load_model.
 expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
-                                                   const runtime_options& options);
+                                                   const runtime_options& options,
+                                                   std::string* summary = nullptr);
 
 /// Bytes the KV cache of `shape` needs for `slots` x `context` tokens in `dtype`.
 int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,

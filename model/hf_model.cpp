@@ -1,8 +1,8 @@
-// load_hf_model: a Hugging Face model directory read, checked, laid out and logged. Torch-free
-// (spdlog and torch's bundled fmt must not meet in one file of the CUDA build).
+// load_hf_model: a Hugging Face model directory read, checked, laid out and summed up for the
+// start-up log. No logging here: model/ is compiled against torch's headers, whose bundled fmt
+// clashes with spdlog's in the CUDA build; the callers log the summary.
 #include <chrono>
-
-#include <spdlog/spdlog.h>
+#include <cstdio>
 
 #include "model/causal_lm.hpp"
 #include "model/hf_weights.hpp"
@@ -11,7 +11,8 @@
 namespace conveyor::model {
 
 expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
-                                                   const runtime_options& options) {
+                                                   const runtime_options& options,
+                                                   std::string* summary) {
   const auto start = std::chrono::steady_clock::now();
   auto info = read_hf_config(dir);
   if (!info) return info.error();
@@ -25,12 +26,17 @@ expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
   if (!model) return model.error();
   const auto done = std::chrono::steady_clock::now();
   using ms = std::chrono::milliseconds;
-  spdlog::info("loaded {} ({}): {} parameters, {:.1f} MiB of {} in {}, computing in {}; read in {} "
-               "ms, laid out in {} ms",
-               dir, info->architecture, info->shape.parameter_count(),
-               double(stats.file_bytes) / (1024.0 * 1024.0), stats.dtype, stats.where,
-               dtype_name(options.dtype), std::chrono::duration_cast<ms>(read - start).count(),
-               std::chrono::duration_cast<ms>(done - read).count());
+  if (summary != nullptr) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%lld parameters, %.1f MiB of %s",
+                  static_cast<long long>(info->shape.parameter_count()),
+                  double(stats.file_bytes) / (1024.0 * 1024.0), stats.dtype.c_str());
+    *summary = "loaded " + dir + " (" + info->architecture + "): " + line + " in " + stats.where +
+               ", computing in " + dtype_name(options.dtype) + "; read in " +
+               std::to_string(std::chrono::duration_cast<ms>(read - start).count()) +
+               " ms, laid out in " +
+               std::to_string(std::chrono::duration_cast<ms>(done - read).count()) + " ms";
+  }
   return model;
 }
 

@@ -89,14 +89,15 @@ std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options) {
 }
 
 expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
-                                                const runtime_options& options) {
+                                                const runtime_options& options,
+                                                std::string* summary) {
   if (spec == "trivial") return make_trivial_model(options);
   if (spec.rfind("synthetic:", 0) == 0) {
     auto weights = make_synthetic_weights(spec.substr(10), options.seed);
     if (!weights) return weights.error();
     return make_llama(*weights, options);
   }
-  if (is_directory(spec)) return load_hf_model(spec, options);
+  if (is_directory(spec)) return load_hf_model(spec, options, summary);
   auto weights = load_llama2c_checkpoint(spec);
   if (!weights) return weights.error();
   return make_llama(*weights, options);

@@ -55,8 +55,10 @@ int run_generate(const generate_options& o) {
   auto dtype = model::choose_dtype(o.dtype, ro.device, "");
   if (!dtype) return fail(message_of(dtype.error()));
   ro.dtype = *dtype;
-  auto m = model::load_model(model_spec, ro);
+  std::string summary;
+  auto m = model::load_model(model_spec, ro, &summary);
   if (!m) return fail(message_of(m.error()));
+  if (!summary.empty()) spdlog::info("{}", summary);
   spdlog::info("{}", (*m)->describe());
   std::fprintf(stderr, "%s\n", model::compute_backend_description().c_str());
   sequence_request req;
