@@ -15,6 +15,7 @@
 #include "gpu/devices.hpp"
 #include "gpu/placement.hpp"
 #include "model/causal_lm.hpp"
+#include "model/model_info.hpp"
 #include "model/tokenizer.hpp"
 
 namespace conveyor {
@@ -42,6 +43,8 @@ struct model_files {
   std::string model_spec;
   std::shared_ptr<const model::tokenizer> tokenizer;
   int32_t seq_len = 0;
+  /// What the spec names: shape, stored dtype, end ids.
+  model::model_info info;
 };
 
 expected<model_files> open_model(const config::pipeline& cfg) {
@@ -50,20 +53,27 @@ expected<model_files> open_model(const config::pipeline& cfg) {
   const std::string tokenizer_path = tokenizer_file(cfg);
   auto tokenizer = model::load_tokenizer(tokenizer_path);
   if (!tokenizer) return tokenizer.error();
-  auto shape = model::shape_of(out.model_spec);
-  if (!shape) return shape.error();
-  if (shape->vocab_size != (*tokenizer)->vocab_size() && out.model_spec != "trivial")
+  auto info = model::inspect_model(out.model_spec);
+  if (!info) return info.error();
+  const auto* shape = &info->shape;
+  // A Hugging Face model's embedding may have more rows than its tokenizer has tokens (padded
+  // to a multiple, as Qwen2's): fewer tokens is fine there, never more.
+  const bool padded_vocabulary = info->kind == model::model_kind::hugging_face &&
+                                 (*tokenizer)->vocab_size() <= shape->vocab_size;
+  if (shape->vocab_size != (*tokenizer)->vocab_size() && out.model_spec != "trivial" &&
+      !padded_vocabulary)
     return make_error(ec::bad_config, "tokenizer " + tokenizer_path + " has " +
                                           std::to_string((*tokenizer)->vocab_size()) +
                                           " tokens but model " + out.model_spec + " has " +
                                           std::to_string(shape->vocab_size));
   out.tokenizer = std::move(*tokenizer);
   out.seq_len = shape->seq_len;
+  out.info = std::move(*info);
   return out;
 }
 
-gpu::model_sizes sizes_of(const model::llama_shape& s) {
-  return {s, model::compute_dtype::f32};  // executors compute in float32
+gpu::model_sizes sizes_of(const model::llama_shape& s, model::compute_dtype dtype) {
+  return {s, dtype};
 }
 
 bool names_cuda(const std::vector<config::executor>& executors) {
@@ -82,8 +92,10 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
                                          const model_files& files, metrics_actor metrics,
                                          const std::string& name_prefix,
                                          const spawn_options& options) {
-  auto shape = model::shape_of(files.model_spec);
-  if (!shape) return shape.error();
+  const auto* shape = &files.info.shape;
+  // The dtype of GPU executors (model.dtype "auto" depends on the weights' own dtype).
+  auto gpu_dtype = model::choose_dtype(cfg.model.dtype, "cuda", files.info.weights_dtype);
+  if (!gpu_dtype) return gpu_dtype.error();
   const gpu::device_provider& provider =
       options.devices != nullptr ? *options.devices : gpu::system_devices();
   // Ask for the devices only when they matter: on a CUDA build that creates a context per GPU.
@@ -93,7 +105,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices(seen));
   auto executors = config::resolve_executors(cfg, devices.size());
   // Every device must be visible and hold its executors' weights, KV caches and workspaces.
-  auto placed = gpu::check_placement(executors, seen, sizes_of(*shape));
+  auto placed = gpu::check_placement(executors, seen, sizes_of(*shape, *gpu_dtype));
   if (!placed) return placed.error();
   for (const auto& d : *placed) spdlog::info("placement: {}", gpu::describe(d));
   // Every KV cache is reserved at start: check that the host's fit before allocating any.
@@ -101,13 +113,15 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   for (const auto& e : executors) {
     if (e.device != "cpu") continue;  // GPU memory is checked by the placement above
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
-    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context);
+    auto dtype = model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype);
+    if (!dtype) return dtype.error();
+    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context, *dtype);
   }
   const int64_t memory = physical_memory_bytes();
   if (memory > 0 && kv_total > memory)
     return make_error(ec::bad_config,
                       "the KV caches need " + std::to_string(kv_total >> 20) + " MiB (slots x " +
-                          "context x layers x kv_dim x 2 x 4 bytes over all executors) but the " +
+                          "context x layers x kv_dim x 2 x bytes per number over all executors) but the " +
                           "machine has " + std::to_string(memory >> 20) + " MiB");
   std::vector<std::unique_ptr<pipeline::executor_core>> cores;
   executor_group group;
@@ -120,7 +134,11 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     opt.max_batched_tokens = int32_t(e.max_batched_tokens);
     opt.device = options.device_map ? options.device_map(e.device) : e.device;
     opt.seed = uint64_t(cfg.model.seed);
-    auto m = model::load_model(files.model_spec, opt);
+    auto dtype = model::choose_dtype(cfg.model.dtype, opt.device, files.info.weights_dtype);
+    if (!dtype) return dtype.error();
+    opt.dtype = *dtype;
+    std::string summary;
+    auto m = model::load_model(files.model_spec, opt, &summary);
     if (!m)
       return make_error(code_of(m.error()), "executors[" + std::to_string(i) + "] on " + e.device +
                                                 ": " + message_of(m.error()));
@@ -130,6 +148,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     if (const int32_t index = gpu::cuda_index(device); index >= 0)
       where += " (" + devices[size_t(index)].name + ")";
     if (opt.device != e.device) where += ", computing on " + opt.device;
+    if (!summary.empty()) spdlog::info("executor {}: {}", name, summary);
     spdlog::info("executor {} on {}: {}", name, where, (*m)->describe());
     group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
     auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);

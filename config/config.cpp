@@ -68,7 +68,13 @@ std::string served_name(const config::model& cfg) {
   std::string_view path = cfg.path;
   if (path.substr(0, synthetic.size()) == synthetic)
     return std::string{path.substr(synthetic.size())};
-  return std::filesystem::path{cfg.path}.stem().string();
+  // A model directory: its folder name ("TinyLlama-1.1B", trailing slashes ignored); a file: its
+  // stem ("stories260K").
+  std::filesystem::path p{cfg.path};
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();
+  std::error_code error;
+  if (path.back() == '/' || std::filesystem::is_directory(p, error)) return p.filename().string();
+  return p.stem().string();
 }
 
 std::string tokenizer_path(const config::model& cfg) {

@@ -28,7 +28,8 @@ inline constexpr std::string_view default_tokenizer_path = "models/stories260K/t
 
 /// `[model]`: what to serve.
 struct model {
-  /// A checkpoint file, or "synthetic:s15m" / "synthetic:s42m" (random weights of that size), or
+  /// A Hugging Face model directory (config.json, safetensors, tokenizer.json), a llama2.c
+  /// checkpoint file, or "synthetic:s15m" / "synthetic:s42m" (random weights of that size), or
   /// "trivial" (a model that does no work).
   std::string path = std::string{default_model_path};
   /// The tokenizer model; empty selects `default_tokenizer_path`.
@@ -41,6 +42,9 @@ struct model {
   /// "{%", else the path of a file holding it; empty uses the model's own (its
   /// tokenizer_config.json) or, for models without one, `chat::default_chat_template()`.
   std::string chat_template;
+  /// The number format executors compute in: "auto" (f32 on a CPU; bf16 on a GPU when the
+  /// weights are stored in bf16 or f16, else f32), "f32" or "bf16".
+  std::string dtype = "auto";
 };
 
 /// `[tokenizer]`: the pool of tokenizer actors.

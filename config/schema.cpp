@@ -123,6 +123,11 @@ std::string check_model_path(std::string_view value) {
          "', use 'synthetic:s15m', 'synthetic:s42m' or 'synthetic:s1b'";
 }
 
+std::string check_dtype(std::string_view value) {
+  if (value == "auto" || value == "f32" || value == "bf16") return {};
+  return "must be 'auto', 'f32' or 'bf16', got '" + std::string{value} + "'";
+}
+
 std::string check_device(std::string_view value) {
   if (value == "cpu" || value == "cuda") return {};
   constexpr std::string_view cuda = "cuda:";

@@ -98,6 +98,9 @@ inline rule checked(string_check check) {
 /// Problem of a `model.path`: refuses unknown "synthetic:" sizes.
 std::string check_model_path(std::string_view value);
 
+/// Problem of a `model.dtype`: "auto", "f32" or "bf16".
+std::string check_dtype(std::string_view value);
+
 /// Problem of an executor device: "cpu", "cuda" or "cuda:N".
 std::string check_device(std::string_view value);
 
@@ -157,6 +160,7 @@ void fields(V& v, S& x) {
   v("name", x.name, any());
   v("seed", x.seed, at_least(0));
   v("chat_template", x.chat_template, any());
+  v("dtype", x.dtype, checked(check_dtype));
 }
 
 /// The keys of `[tokenizer]`.

@@ -19,7 +19,8 @@ int64_t workspace_bytes(const model_sizes& m, const config::executor& e) {
   const auto& s = m.shape;
   const int64_t context = e.context == 0 ? s.seq_len : e.context;
   const int64_t tokens = std::max({e.max_batched_tokens, e.slots, context});
-  const int64_t d = s.dim, h = s.hidden_dim, v = s.vocab_size, hs = s.head_size();
+  const int64_t d = std::max(s.dim, s.q_dim()), h = s.hidden_dim, v = s.vocab_size;
+  const int64_t hs = s.head_size();
   const int64_t kv = s.kv_dim();
   // One forward pass of the GPU network's workspace: x, xb, sq, q, att, xf, xfn and the fused qkv
   // (d + 2 kv), rotary rows, the fused w1/w3 output (2 h) and its product (h), the logits;

@@ -110,6 +110,13 @@ class causal_lm {
 
   /// Bytes of KV cache reserved.
   virtual int64_t kv_cache_bytes() const = 0;
+
+  /// The ids that end a sequence (generation_config.json's eos_token_id); empty means the
+  /// tokenizer's BOS and EOS, as llama2.c's run.c stops.
+  virtual const std::vector<int32_t>& end_ids() const {
+    static const std::vector<int32_t> none;
+    return none;
+  }
 };
 
 /// Builds the libtorch Llama network from weights.
@@ -120,9 +127,18 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
 /// so that output is deterministic. For measuring the pipeline's own cost.
 std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options);
 
-/// Loads a model by spec: a llama2.c checkpoint path, "synthetic:NAME" or "trivial".
+/// Loads a model by spec: a Hugging Face model directory, a llama2.c checkpoint path,
+/// "synthetic:NAME" or "trivial". Where `summary` is given, a directory's load writes a line for
+/// the start-up log there (parameters, bytes and dtype of the files, load time).
 expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
-                                                const runtime_options& options);
+                                                const runtime_options& options,
+                                                std::string* summary = nullptr);
+
+/// Loads a Hugging Face model directory (config.json, model.safetensors or its sharded index,
+/// generation_config.json); `summary` as for load_model.
+expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
+                                                   const runtime_options& options,
+                                                   std::string* summary = nullptr);
 
 /// Bytes the KV cache of `shape` needs for `slots` x `context` tokens in `dtype`.
 int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
@@ -142,8 +158,8 @@ expected<llama_shape> shape_of(const std::string& spec);
 /// The embedded default model (models/stories260K/stories260K.bin in the source tree).
 std::string default_model_path();
 
-/// The tokenizer to use with a model spec when none is given: tok512.model beside a checkpoint
-/// when present, else the embedded default tokenizer.
+/// The tokenizer to use with a model spec when none is given: DIR/tokenizer.json for a model
+/// directory, tok512.model beside a checkpoint when present, else the embedded default tokenizer.
 std::string default_tokenizer_for(const std::string& model_spec);
 
 /// Sets the number of threads torch and the BLAS use in this process.

@@ -50,15 +50,24 @@ caf::error check_shape(const std::string& where, const llama_shape& s) {
 }  // namespace
 
 int64_t llama_shape::parameter_count() const {
-  llama_shape s = *this;
-  s.seq_len = 0;
-  return float_count(s);
+  const int64_t L = n_layers, d = dim, h = hidden_dim, q = q_dim(), kv = kv_dim(), v = vocab_size;
+  int64_t n = v * d + 2 * L * d + 2 * L * q * d + 2 * L * kv * d + 3 * L * h * d + d;
+  if (!shared_classifier) n += v * d;
+  if (qkv_bias) n += L * (q + 2 * kv);
+  return n;
 }
 
 bool operator==(const llama_shape& a, const llama_shape& b) {
   return a.dim == b.dim && a.hidden_dim == b.hidden_dim && a.n_layers == b.n_layers &&
          a.n_heads == b.n_heads && a.n_kv_heads == b.n_kv_heads && a.vocab_size == b.vocab_size &&
-         a.seq_len == b.seq_len && a.shared_classifier == b.shared_classifier;
+         a.seq_len == b.seq_len && a.shared_classifier == b.shared_classifier &&
+         a.head_size() == b.head_size() && a.rope_theta == b.rope_theta &&
+         a.rope_scaling.factor == b.rope_scaling.factor &&
+         a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&
+         a.rope_scaling.high_freq_factor == b.rope_scaling.high_freq_factor &&
+         a.rope_scaling.original_max_position_embeddings ==
+             b.rope_scaling.original_max_position_embeddings &&
+         a.rms_norm_eps == b.rms_norm_eps && a.qkv_bias == b.qkv_bias;
 }
 
 expected<llama_shape> read_llama2c_shape(const std::string& path) {

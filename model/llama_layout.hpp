@@ -15,8 +15,9 @@ namespace conveyor::model {
 
 /// One layer's matrices, float32 on the CPU.
 struct llama_layer_tensors {
-  at::Tensor wqkv_t;  ///< [dim, dim + 2 kv_dim], rms_att folded
-  at::Tensor wo_t;    ///< [dim, dim]
+  at::Tensor wqkv_t;  ///< [dim, q_dim + 2 kv_dim], rms_att folded
+  at::Tensor bqkv;    ///< [q_dim + 2 kv_dim] biases of q|k|v; undefined without biases
+  at::Tensor wo_t;    ///< [q_dim, dim]
   at::Tensor w13_t;   ///< [dim, 2 hidden], rms_ffn folded
   at::Tensor w2_t;    ///< [hidden, dim]
 };
@@ -26,15 +27,17 @@ struct llama_tensors {
   at::Tensor embedding;  ///< [vocab, dim]
   std::vector<llama_layer_tensors> layers;
   at::Tensor wcls_t;  ///< [dim, vocab], rms_final folded
-  /// Rotary tables [context, head_size / 2]: cos and sin of position * 10000^(-2j / head_size),
-  /// turning the adjacent pairs (2j, 2j + 1) of each head (llama2.c's layout).
+  /// Rotary tables [context, head_size / 2]: cos and sin of position * theta^(-2j / head_size)
+  /// (with Llama 3's scaling of the frequencies where the shape has it), turning the adjacent
+  /// pairs (2j, 2j + 1) of each head (llama2.c's layout).
   at::Tensor cos, sin;
 };
 
+/// The rotary frequencies of `s`: theta^(-2j / head_size) for j < head_size / 2, scaled as
+/// transformers' "llama3" rope type does where s.rope_scaling.factor is set.
+std::vector<double> rotary_frequencies(const llama_shape& s);
+
 /// Lays out `w` for a context of `context` positions.
 llama_tensors lay_out_llama(const llama_weights& w, int32_t context);
-
-/// The RMSNorm epsilon of the Llama networks.
-constexpr float llama_rms_eps = 1e-5f;
 
 }  // namespace conveyor::model

@@ -39,11 +39,12 @@ class llama_loops final : public causal_lm {
         slots_(opt.slots),
         context_(context),
         synthetic_(w.synthetic),
+        end_ids_(w.end_ids),
         device_(opt.device),
         weights_(lay_out_llama(w, context)) {
     c10::InferenceMode guard;
     const auto& s = shape_;
-    const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
+    const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
 
     // The KV cache, [layer][slot, kv_head, position, head] flattened to rows of head_size.
@@ -62,9 +63,9 @@ class llama_loops final : public causal_lm {
     ws_cache_rows_ = at::empty({n * s.n_kv_heads}, at::kLong);
     ws_x_ = at::empty({n, d});
     ws_xb_ = at::empty({n, d});
-    ws_qkv_ = at::empty({n, d + 2 * kv});
-    ws_qk_ = at::empty({n, d + kv});
-    ws_att_ = at::empty({n, d});
+    ws_qkv_ = at::empty({n, q + 2 * kv});
+    ws_qk_ = at::empty({n, q + kv});
+    ws_att_ = at::empty({n, q});
     ws_h_ = at::empty({n, 2 * h});
     ws_hb_ = at::empty({n, h});
     ws_last_ = at::empty({n}, at::kLong);
@@ -78,6 +79,7 @@ class llama_loops final : public causal_lm {
   int32_t slots() const override { return slots_; }
   int32_t context() const override { return context_; }
   bool ignores_end_tokens() const override { return synthetic_; }
+  const std::vector<int32_t>& end_ids() const override { return end_ids_; }
   int64_t kv_cache_bytes() const override {
     return conveyor::model::kv_cache_bytes(shape_, slots_, context_);
   }
@@ -139,7 +141,7 @@ class llama_loops final : public causal_lm {
   template <class Attention>
   void forward(int64_t n, Attention&& attention) {
     const auto& sh = shape_;
-    const int64_t d = sh.dim, kv = sh.kv_dim(), h = sh.hidden_dim;
+    const int64_t q = sh.q_dim(), kv = sh.kv_dim(), h = sh.hidden_dim;
     auto x = ws_x_.narrow(0, 0, n);
     auto xb = ws_xb_.narrow(0, 0, n);
     auto qkv = ws_qkv_.narrow(0, 0, n);
@@ -153,11 +155,14 @@ class llama_loops final : public causal_lm {
     for (int32_t l = 0; l < sh.n_layers; ++l) {
       const auto& lw = weights_.layers[l];
       rmsnorm(xb, x, n);
-      at::mm_out(qkv, xb, lw.wqkv_t);
+      if (lw.bqkv.defined())
+        at::addmm_out(qkv, lw.bqkv, xb, lw.wqkv_t);
+      else
+        at::mm_out(qkv, xb, lw.wqkv_t);
       // Queries and keys share the rotary tables: one pass over both, into qk = [q | k].
       rope(qk, qkv, n, sh.n_heads + sh.n_kv_heads);
-      write_cache(l, n, qk.narrow(1, d, kv), qkv.narrow(1, d + kv, kv));
-      attention(l, qk.narrow(1, 0, d), att);
+      write_cache(l, n, qk.narrow(1, q, kv), qkv.narrow(1, q + kv, kv));
+      attention(l, qk.narrow(1, 0, q), att);
       x.addmm_(att, lw.wo_t);
       rmsnorm(xb, x, n);
       at::mm_out(hbuf, xb, lw.w13_t);
@@ -189,12 +194,13 @@ class llama_loops final : public causal_lm {
     const int64_t d = in.size(1);
     const float* src = in.data_ptr<float>();
     float* dst = out.data_ptr<float>();
+    const float eps = shape_.rms_norm_eps;
     over_rows(n, d, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* x = src + i * d;
         float ss = 0.0f;
         for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
-        const float inv = 1.0f / std::sqrt(ss / float(d) + llama_rms_eps);
+        const float inv = 1.0f / std::sqrt(ss / float(d) + eps);
         float* y = dst + i * d;
         for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv;
       }
@@ -202,7 +208,7 @@ class llama_loops final : public causal_lm {
   }
 
   // Rotary embedding of the first heads*hs columns of src (rows strided) into dst (contiguous
-  // [n, heads*hs]): pairs (2j, 2j+1) of each head turn by position * 10000^(-2j/hs).
+  // [n, heads*hs]): pairs (2j, 2j+1) of each head turn by the angles of the rotary tables.
   void rope(at::Tensor& dst, const at::Tensor& src, int64_t n, int64_t heads) {
     const int64_t hs = shape_.head_size(), half = hs / 2, width = heads * hs;
     const int64_t src_stride = src.stride(0);
@@ -527,6 +533,7 @@ class llama_loops final : public causal_lm {
   int32_t slots_;
   int32_t context_;
   bool synthetic_;
+  std::vector<int32_t> end_ids_;
   std::string device_;
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;

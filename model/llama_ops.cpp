@@ -35,6 +35,7 @@ class llama_ops final : public causal_lm {
         slots_(opt.slots),
         context_(context),
         synthetic_(w.synthetic),
+        end_ids_(w.end_ids),
         device_name_(opt.device),
         device_(parse_device(opt.device)),
         dtype_(opt.dtype == compute_dtype::bf16 ? at::kBFloat16 : at::kFloat),
@@ -43,14 +44,15 @@ class llama_ops final : public causal_lm {
         buckets_(slots_) {
     c10::InferenceMode guard;
     const auto& s = shape_;
-    const int64_t d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), v = s.vocab_size;
+    const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
     const auto on_device = at::TensorOptions().device(device_);
     const auto floats = on_device.dtype(dtype_), longs = on_device.dtype(at::kLong);
     auto place = [&](at::Tensor& t) { t = t.to(device_, dtype_); };
     for (auto* t : {&weights_.embedding, &weights_.wcls_t, &weights_.cos, &weights_.sin}) place(*t);
     for (auto& lw : weights_.layers)
-      for (auto* t : {&lw.wqkv_t, &lw.wo_t, &lw.w13_t, &lw.w2_t}) place(*t);
+      for (auto* t : {&lw.wqkv_t, &lw.bqkv, &lw.wo_t, &lw.w13_t, &lw.w2_t})
+        if (t->defined()) place(*t);
 
     // The KV cache, [layer][slot, kv head, position, head element].
     k_cache_ = at::zeros({s.n_layers, slots_, s.n_kv_heads, context_, hs}, floats);
@@ -68,12 +70,12 @@ class llama_ops final : public causal_lm {
     ws_xb_ = at::empty({n, d}, floats);
     ws_sq_ = at::empty({n, d}, floats);
     ws_ms_ = at::empty({n, 1}, floats);
-    ws_qkv_ = at::empty({n, d + 2 * kv}, floats);
-    ws_q_ = at::empty({n, d}, floats);
+    ws_qkv_ = at::empty({n, q + 2 * kv}, floats);
+    ws_q_ = at::empty({n, q}, floats);
     ws_k_ = at::empty({n, kv}, floats);
     ws_cos_ = at::empty({n, hs / 2}, floats);
     ws_sin_ = at::empty({n, hs / 2}, floats);
-    ws_att_ = at::empty({n, d}, floats);
+    ws_att_ = at::empty({n, q}, floats);
     ws_h_ = at::empty({n, 2 * h}, floats);
     ws_hb_ = at::empty({n, h}, floats);
     ws_xf_ = at::empty({n, d}, floats);
@@ -109,6 +111,7 @@ class llama_ops final : public causal_lm {
   int32_t slots() const override { return slots_; }
   int32_t context() const override { return context_; }
   bool ignores_end_tokens() const override { return synthetic_; }
+  const std::vector<int32_t>& end_ids() const override { return end_ids_; }
   int64_t kv_cache_bytes() const override {
     return conveyor::model::kv_cache_bytes(shape_, slots_, context_,
                                            dtype_ == at::kBFloat16 ? compute_dtype::bf16
@@ -199,10 +202,10 @@ class llama_ops final : public causal_lm {
   }
 
   // out = in / rms(in) (the norm's weight is folded into the next matrix); scratch sized like in.
-  static void rmsnorm(at::Tensor& out, const at::Tensor& in, at::Tensor& sq, at::Tensor& ms) {
+  void rmsnorm(at::Tensor& out, const at::Tensor& in, at::Tensor& sq, at::Tensor& ms) const {
     at::mul_out(sq, in, in);
     at::mean_out(ms, sq, {1}, /*keepdim=*/true);
-    ms.add_(llama_rms_eps).rsqrt_();
+    ms.add_(shape_.rms_norm_eps).rsqrt_();
     at::mul_out(out, in, ms);
   }
 
@@ -225,7 +228,7 @@ class llama_ops final : public causal_lm {
   template <class Attention>
   void forward(int64_t n, Attention&& attention) {
     const auto& sh = shape_;
-    const int64_t d = sh.dim, kv = sh.kv_dim(), h = sh.hidden_dim, hs = sh.head_size();
+    const int64_t qd = sh.q_dim(), kv = sh.kv_dim(), h = sh.hidden_dim, hs = sh.head_size();
     auto tokens = ws_tokens_.narrow(0, 0, n);
     auto positions = ws_positions_.narrow(0, 0, n);
     auto rows = ws_cache_rows_.narrow(0, 0, n * sh.n_kv_heads);
@@ -247,14 +250,17 @@ class llama_ops final : public causal_lm {
     for (int32_t l = 0; l < sh.n_layers; ++l) {
       const auto& lw = weights_.layers[l];
       rmsnorm(xb, x, sq, ms);
-      at::mm_out(qkv, xb, lw.wqkv_t);
-      rope(q, qkv.narrow(1, 0, d), n, sh.n_heads);
-      rope(k, qkv.narrow(1, d, kv), n, sh.n_kv_heads);
+      if (lw.bqkv.defined())
+        at::addmm_out(qkv, lw.bqkv, xb, lw.wqkv_t);
+      else
+        at::mm_out(qkv, xb, lw.wqkv_t);
+      rope(q, qkv.narrow(1, 0, qd), n, sh.n_heads);
+      rope(k, qkv.narrow(1, qd, kv), n, sh.n_kv_heads);
       // This pass's keys and values into the cache rows of (slot, kv head, position).
       const auto cache_rows = int64_t{slots_} * sh.n_kv_heads * context_;
       k_cache_[l].view({cache_rows, hs}).index_copy_(0, rows, k.reshape({n * sh.n_kv_heads, hs}));
       v_cache_[l].view({cache_rows, hs})
-          .index_copy_(0, rows, qkv.narrow(1, d + kv, kv).reshape({n * sh.n_kv_heads, hs}));
+          .index_copy_(0, rows, qkv.narrow(1, qd + kv, kv).reshape({n * sh.n_kv_heads, hs}));
       attention(l, q, att);
       x.addmm_(att, lw.wo_t);
       rmsnorm(xb, x, sq, ms);
@@ -363,6 +369,7 @@ class llama_ops final : public causal_lm {
   int32_t slots_;
   int32_t context_;
   bool synthetic_;
+  std::vector<int32_t> end_ids_;
   std::string device_name_;
   c10::Device device_;
   at::ScalarType dtype_;

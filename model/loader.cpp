@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include "model/causal_lm.hpp"
+#include "model/model_info.hpp"
 
 namespace conveyor::model {
 
@@ -88,13 +89,15 @@ std::unique_ptr<causal_lm> make_trivial_model(const runtime_options& options) {
 }
 
 expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
-                                                const runtime_options& options) {
+                                                const runtime_options& options,
+                                                std::string* summary) {
   if (spec == "trivial") return make_trivial_model(options);
   if (spec.rfind("synthetic:", 0) == 0) {
     auto weights = make_synthetic_weights(spec.substr(10), options.seed);
     if (!weights) return weights.error();
     return make_llama(*weights, options);
   }
+  if (is_directory(spec)) return load_hf_model(spec, options, summary);
   auto weights = load_llama2c_checkpoint(spec);
   if (!weights) return weights.error();
   return make_llama(*weights, options);
@@ -102,16 +105,21 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
 
 std::string resolve_path(const std::string& path) {
   if (path.empty() || path == "trivial" || path.rfind("synthetic:", 0) == 0) return path;
-  if (path[0] == '/' || file_exists(path)) return path;
+  if (path[0] == '/' || file_exists(path) || is_directory(path)) return path;
   auto source_dir = std::string{CONVEYOR_DEFAULT_MODEL_DIR};
   source_dir = directory_of(directory_of(source_dir));  // models/stories260K -> repo root
   auto candidate = source_dir + "/" + path;
-  return file_exists(candidate) ? candidate : path;
+  return file_exists(candidate) || is_directory(candidate) ? candidate : path;
 }
 
 expected<llama_shape> shape_of(const std::string& spec) {
   if (spec == "trivial") return llama_shape{8, 8, 1, 1, 1, 512, 512, true};
   if (spec.rfind("synthetic:", 0) == 0) return synthetic_shape(spec.substr(10));
+  if (is_directory(spec)) {
+    auto info = read_hf_config(spec);
+    if (!info) return info.error();
+    return info->shape;
+  }
   return read_llama2c_shape(spec);
 }
 
@@ -120,6 +128,7 @@ std::string default_model_path() {
 }
 
 std::string default_tokenizer_for(const std::string& model_spec) {
+  if (is_directory(model_spec)) return model_spec + "/tokenizer.json";
   if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
     auto beside = directory_of(model_spec) + "/tok512.model";
     if (file_exists(beside)) return beside;

@@ -67,6 +67,9 @@ bool executor_core::cancel(request_id id) {
 
 bool executor_core::is_end_token(const sequence& s, int32_t token) const {
   if (s.req.params.ignore_eos || model_->ignores_end_tokens()) return false;
+  // A Hugging Face model's own end ids (generation_config.json's eos_token_id).
+  const auto& end_ids = model_->end_ids();
+  if (!end_ids.empty()) return std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end();
   // stories260K ends a story with BOS; llama2.c's run.c stops on BOS and EOS alike.
   return token == tokenizer_->bos_id() || token == tokenizer_->eos_id();
 }

@@ -9,6 +9,7 @@
 
 #include "apps/conveyor/commands.hpp"
 #include "model/causal_lm.hpp"
+#include "model/model_info.hpp"
 #include "model/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
@@ -27,6 +28,8 @@ struct generate_options {
   std::string model = "models/stories260K/stories260K.bin";
   std::string tokenizer;
   int32_t threads = 0;
+  std::string dtype = "auto";
+  int32_t context = 0;
   bool show_tokens = false;
   bool ignore_eos = false;
   std::string log_level = "warn";
@@ -48,8 +51,14 @@ int run_generate(const generate_options& o) {
   model::runtime_options ro;
   ro.slots = 1;
   ro.max_batched_tokens = 512;
-  auto m = model::load_model(model_spec, ro);
+  ro.context = o.context;
+  auto dtype = model::choose_dtype(o.dtype, ro.device, "");
+  if (!dtype) return fail(message_of(dtype.error()));
+  ro.dtype = *dtype;
+  std::string summary;
+  auto m = model::load_model(model_spec, ro, &summary);
   if (!m) return fail(message_of(m.error()));
+  if (!summary.empty()) spdlog::info("{}", summary);
   spdlog::info("{}", (*m)->describe());
   std::fprintf(stderr, "%s\n", model::compute_backend_description().c_str());
   sequence_request req;
@@ -131,11 +140,18 @@ command_fn add_generate(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--stop", o->stop, "Stop before this text (may be repeated)");
   cmd->add_option("--model,-m", o->model,
-                  "A llama2.c checkpoint, or synthetic:s15m / synthetic:s42m (random weights)")
+                  "A Hugging Face model directory (config.json, safetensors, tokenizer.json), a "
+                  "llama2.c checkpoint, or synthetic:s15m / synthetic:s42m (random weights)")
       ->capture_default_str();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "A SentencePiece .model or llama2.c .bin vocabulary (default: tok512.model "
                   "beside the model, else the embedded one)");
+  cmd->add_option("--dtype", o->dtype, "Compute in auto (f32 on a CPU), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--context", o->context,
+                  "Tokens of context (default 0: the model's own max_position_embeddings)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");

@@ -55,6 +55,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.model.tokenizer, "");
   EXPECT_EQ(x.model.name, "");
   EXPECT_EQ(x.model.seed, 0);
+  EXPECT_EQ(x.model.dtype, "auto");
   EXPECT_EQ(x.tokenizer.workers, 2);
   EXPECT_TRUE(x.auto_executors);
   EXPECT_TRUE(x.executors.empty());
@@ -110,7 +111,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 36u);
+  EXPECT_EQ(all.size(), 37u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -123,10 +124,11 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   ASSERT_GE(all.size(), 10u);
   EXPECT_EQ(all[0], "model.path");
   EXPECT_EQ(all[4], "model.chat_template");
-  EXPECT_EQ(all[5], "tokenizer.workers");
-  EXPECT_EQ(all[6], "executors");
-  EXPECT_EQ(all[7], "executors[].device");
-  EXPECT_EQ(all[12], "cluster.remote");
+  EXPECT_EQ(all[5], "model.dtype");
+  EXPECT_EQ(all[6], "tokenizer.workers");
+  EXPECT_EQ(all[7], "executors");
+  EXPECT_EQ(all[8], "executors[].device");
+  EXPECT_EQ(all[13], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -384,6 +386,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "'synthetic:s15m', 'synthetic:s42m' or 'synthetic:s1b'"},
         bad_value{"[model]\nseed = -1\n",
                   "conveyor.toml:2: model.seed: must be at least 0, got -1"},
+        bad_value{"[model]\ndtype = \"f16\"\n",
+                  "conveyor.toml:2: model.dtype: must be 'auto', 'f32' or 'bf16', got 'f16'"},
         bad_value{"[tokenizer]\nworkers = 0\n",
                   "conveyor.toml:2: tokenizer.workers: must be at least 1, got 0"},
         bad_value{
@@ -647,6 +651,7 @@ tokenizer = ""
 name = ""
 seed = 0
 chat_template = ""
+dtype = "auto"
 
 [tokenizer]
 workers = 2
@@ -746,6 +751,11 @@ TEST(config_to_toml, equality_sees_every_key) {
 TEST(config_derived, served_name_and_tokenizer_path) {
   config::model m;
   EXPECT_EQ(served_name(m), "stories260K");
+  // A model directory: its folder name, dots and a trailing slash kept out of the way.
+  m.path = "/models/TinyLlama-1.1B/";
+  EXPECT_EQ(served_name(m), "TinyLlama-1.1B");
+  m.path = std::string{CONVEYOR_SOURCE_DIR} + "/tests/fixtures/hf_models/qwen2";
+  EXPECT_EQ(served_name(m), "qwen2");
   EXPECT_EQ(tokenizer_path(m), "models/stories260K/tok512.model");
   m.path = "synthetic:s42m";
   EXPECT_EQ(served_name(m), "s42m");
