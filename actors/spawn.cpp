@@ -53,6 +53,7 @@ expected<model_files> open_model(const config::pipeline& cfg) {
   const std::string tokenizer_path = tokenizer_file(cfg);
   auto tokenizer = model::load_tokenizer(tokenizer_path);
   if (!tokenizer) return tokenizer.error();
+  spdlog::info("tokenizer: {} ({} tokens)", tokenizer_path, (*tokenizer)->vocab_size());
   auto info = model::inspect_model(out.model_spec);
   if (!info) return info.error();
   const auto* shape = &info->shape;
