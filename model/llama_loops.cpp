@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/causal_lm.hpp"
+#include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
 
@@ -32,16 +32,10 @@ namespace {
 #define CONVEYOR_VECTOR_CLONES
 #endif
 
-class llama_loops final : public causal_lm {
+class llama_loops final : public llama_base {
  public:
   llama_loops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : shape_(w.shape),
-        slots_(opt.slots),
-        context_(context),
-        synthetic_(w.synthetic),
-        end_ids_(w.end_ids),
-        device_(opt.device),
-        weights_(lay_out_llama(w, context)) {
+      : llama_base(w, opt, context, "plain loops"), weights_(lay_out_llama(w, context)) {
     c10::InferenceMode guard;
     const auto& s = shape_;
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
@@ -73,25 +67,6 @@ class llama_loops final : public causal_lm {
     ws_xfn_ = at::empty({n, d});
     ws_logits_ = at::empty({n, v});
     ws_slots_ = at::empty({n}, at::kLong);  // the slot of each row; -1: not attended here
-  }
-
-  const llama_shape& shape() const override { return shape_; }
-  int32_t slots() const override { return slots_; }
-  int32_t context() const override { return context_; }
-  bool ignores_end_tokens() const override { return synthetic_; }
-  const std::vector<int32_t>& end_ids() const override { return end_ids_; }
-  int64_t kv_cache_bytes() const override {
-    return conveyor::model::kv_cache_bytes(shape_, slots_, context_);
-  }
-
-  std::string describe() const override {
-    std::ostringstream os;
-    os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
-       << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
-       << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on " << device_
-       << " (plain loops), " << slots_ << " slots x " << context_ << " tokens, KV cache "
-       << kv_cache_bytes() / (1024 * 1024) << " MiB";
-    return os.str();
   }
 
   logits_view prefill(const std::vector<prefill_item>& items) override {
@@ -529,12 +504,6 @@ class llama_loops final : public causal_lm {
     return p * two_n;
   }
 
-  llama_shape shape_;
-  int32_t slots_;
-  int32_t context_;
-  bool synthetic_;
-  std::vector<int32_t> end_ids_;
-  std::string device_;
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   std::vector<prefill_item> decode_as_prefill_;

@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 
 #include "model/causal_lm.hpp"
+#include "model/llama_base.hpp"
 #include "model/device_support.hpp"
 #include "model/forward_pass.hpp"
 #include "model/graph_buckets.hpp"
@@ -28,17 +28,15 @@ namespace conveyor::model {
 
 namespace {
 
-class llama_ops final : public causal_lm {
+class llama_ops final : public llama_base {
  public:
   llama_ops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : shape_(w.shape),
-        slots_(opt.slots),
-        context_(context),
-        synthetic_(w.synthetic),
-        end_ids_(w.end_ids),
-        device_name_(opt.device),
+      : llama_base(w, opt, context,
+                   opt.cuda_graphs && parse_device(opt.device).is_cuda() && cuda_graphs_built()
+                       ? "torch operations, CUDA graphs"
+                       : "torch operations"),
         device_(parse_device(opt.device)),
-        dtype_(opt.dtype == compute_dtype::bf16 ? at::kBFloat16 : at::kFloat),
+        type_(opt.dtype == compute_dtype::bf16 ? at::kBFloat16 : at::kFloat),
         weights_(lay_out_llama(w, context)),
         graphs_(device_, opt.cuda_graphs),
         buckets_(slots_) {
@@ -47,8 +45,8 @@ class llama_ops final : public causal_lm {
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
     const auto on_device = at::TensorOptions().device(device_);
-    const auto floats = on_device.dtype(dtype_), longs = on_device.dtype(at::kLong);
-    auto place = [&](at::Tensor& t) { t = t.to(device_, dtype_); };
+    const auto floats = on_device.dtype(type_), longs = on_device.dtype(at::kLong);
+    auto place = [&](at::Tensor& t) { t = t.to(device_, type_); };
     for (auto* t : {&weights_.embedding, &weights_.wcls_t, &weights_.cos, &weights_.sin}) place(*t);
     for (auto& lw : weights_.layers)
       for (auto* t : {&lw.wqkv_t, &lw.bqkv, &lw.wo_t, &lw.w13_t, &lw.w2_t})
@@ -105,29 +103,6 @@ class llama_ops final : public causal_lm {
     h_mask_ = host(ws_mask_, at::kFloat);
     h_logits_ = host(ws_logits_, at::kFloat);
     synchronize(device_);
-  }
-
-  const llama_shape& shape() const override { return shape_; }
-  int32_t slots() const override { return slots_; }
-  int32_t context() const override { return context_; }
-  bool ignores_end_tokens() const override { return synthetic_; }
-  const std::vector<int32_t>& end_ids() const override { return end_ids_; }
-  int64_t kv_cache_bytes() const override {
-    return conveyor::model::kv_cache_bytes(shape_, slots_, context_,
-                                           dtype_ == at::kBFloat16 ? compute_dtype::bf16
-                                                                   : compute_dtype::f32);
-  }
-
-  std::string describe() const override {
-    std::ostringstream os;
-    os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
-       << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
-       << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on "
-       << device_name_ << " in " << (dtype_ == at::kBFloat16 ? "bf16" : "f32")
-       << " (torch operations"
-       << (graphs_.active() ? ", CUDA graphs" : "") << "), " << slots_ << " slots x " << context_
-       << " tokens, KV cache " << kv_cache_bytes() / (1024 * 1024) << " MiB";
-    return os.str();
   }
 
   logits_view prefill(const std::vector<prefill_item>& items) override {
@@ -365,14 +340,8 @@ class llama_ops final : public causal_lm {
     return {h_logits_.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
   }
 
-  llama_shape shape_;
-  int32_t slots_;
-  int32_t context_;
-  bool synthetic_;
-  std::vector<int32_t> end_ids_;
-  std::string device_name_;
   c10::Device device_;
-  at::ScalarType dtype_;
+  at::ScalarType type_;
   llama_tensors weights_;
   step_graphs graphs_;
   graph_bucket_table buckets_;

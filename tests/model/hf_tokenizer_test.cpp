@@ -16,10 +16,13 @@
 #include "model/detokenizer.hpp"
 #include "model/tokenizer.hpp"
 #include "model/utf8.hpp"
+#include "tests/model/test_support.hpp"
 
 namespace conveyor::model {
 
 namespace {
+
+using test::escaped;
 
 using ids = std::vector<int32_t>;
 using json = nlohmann::json;
@@ -39,19 +42,6 @@ const std::vector<std::string>& corpus() {
   return strings;
 }
 
-std::string escaped(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 std::string render(const ids& v) {
   std::string out = "[";

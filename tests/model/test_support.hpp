@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <string_view>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -43,6 +45,21 @@ inline expected_run load_expected_run() {
                     std::ios::binary);
   r.text.assign(std::istreambuf_iterator<char>(txt), std::istreambuf_iterator<char>());
   return r;
+}
+
+/// Renders bytes with escapes, for readable failure messages.
+inline std::string escaped(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
 }
 
 }  // namespace conveyor::test

@@ -14,10 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "model/llama2c_tokenizer.hpp"
+#include "tests/model/test_support.hpp"
 
 namespace conveyor::model {
 
 namespace {
+
+using test::escaped;
 
 using ids = std::vector<int32_t>;
 
@@ -34,20 +37,6 @@ std::shared_ptr<const tokenizer> load_or_fail(const std::string& path) {
   return *tok;
 }
 
-/// Renders bytes with escapes, for readable failure messages.
-std::string escaped(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 class tokenizer_test : public ::testing::Test {
  protected:

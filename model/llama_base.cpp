@@ -1,0 +1,34 @@
+// The shared part of the Llama networks.
+#include "model/llama_base.hpp"
+
+#include <sstream>
+
+namespace conveyor::model {
+
+llama_base::llama_base(const llama_weights& w, const runtime_options& opt, int32_t context,
+                       std::string implementation)
+    : shape_(w.shape),
+      slots_(opt.slots),
+      context_(context),
+      synthetic_(w.synthetic),
+      end_ids_(w.end_ids),
+      device_name_(opt.device),
+      dtype_(opt.dtype),
+      implementation_(std::move(implementation)) {}
+
+int64_t llama_base::kv_cache_bytes() const {
+  return conveyor::model::kv_cache_bytes(shape_, slots_, context_, dtype_);
+}
+
+std::string llama_base::describe() const {
+  std::ostringstream os;
+  os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
+     << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
+     << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on "
+     << device_name_ << " in " << dtype_name(dtype_) << " (" << implementation_ << "), "
+     << slots_ << " slots x " << context_ << " tokens, KV cache "
+     << kv_cache_bytes() / (1024 * 1024) << " MiB";
+  return os.str();
+}
+
+}  // namespace conveyor::model
