@@ -49,12 +49,6 @@ constexpr std::chrono::milliseconds linger_time{500};
 // Bytes read per read while watching a busy connection for a disconnect.
 constexpr std::size_t watch_chunk = 4096;
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The Date header's value (RFC 7231 IMF-fixdate).
 std::string http_date() {
   std::time_t now = std::time(nullptr);

@@ -43,15 +43,11 @@ std::string http_counters::render(std::size_t open_connections, int64_t running_
 
 // -- server state --------------------------------------------------------------------------------
 
-namespace {
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
 
 server_state::server_state(server_options opts, completion_backend& be)
     : options(std::move(opts)),

@@ -25,6 +25,9 @@
 
 namespace conveyor::server::detail {
 
+/// Seconds since the Unix epoch: the `created` field of responses and the server's start.
+int64_t unix_now();
+
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/conveyor/commands.hpp"
+#include "config/config.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "model/tokenizer.hpp"
@@ -25,7 +26,7 @@ struct generate_options {
   int32_t top_k = 0;
   int64_t seed = -1;
   std::vector<std::string> stop;
-  std::string model = "models/stories260K/stories260K.bin";
+  std::string model{config::default_model_path};
   std::string tokenizer;
   int32_t threads = 0;
   std::string dtype = "auto";
