@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -310,10 +312,10 @@ namespace {
 struct scratch_dir {
   std::string path;
   explicit scratch_dir(const std::string& model) {
+    // The process id: ctest runs this file's tests in parallel processes.
     path = (fs::temp_directory_path() / ("conveyor_hf_" + model + "_" +
-                                         std::to_string(::testing::UnitTest::GetInstance()
-                                                            ->random_seed()) +
-                                         "_" + std::to_string(counter()++)))
+                                         std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter()++)))
                .string();
     fs::remove_all(path);
     fs::create_directories(path);

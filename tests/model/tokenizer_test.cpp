@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -314,7 +316,10 @@ namespace {
 class loader_errors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = std::filesystem::path{::testing::TempDir()} / "conveyor_tokenizer_test";
+    // One folder per process and test: ctest runs the tests of this fixture in parallel.
+    dir = std::filesystem::path{::testing::TempDir()} /
+          ("conveyor_tokenizer_test_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir);
   }
 
