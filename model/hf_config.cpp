@@ -219,8 +219,6 @@ expected<model_info> read_hf_config(const std::string& dir) {
                                           " is outside the vocabulary of " +
                                           std::to_string(s.vocab_size));
   info.tokenizer = dir + "/tokenizer.json";
-  if (is_regular_file(dir + "/tokenizer_config.json"))
-    info.tokenizer_config = dir + "/tokenizer_config.json";
   return info;
 }
 

@@ -47,9 +47,6 @@ struct model_info {
   std::string weights_dtype = "F32";
   /// The tokenizer to use when none is configured (DIR/tokenizer.json for a directory).
   std::string tokenizer;
-  /// DIR/tokenizer_config.json where the directory has one, else empty (special tokens and
-  /// chat_template: read by the tokenizer and chat code).
-  std::string tokenizer_config;
 };
 
 /// Inspects `spec` (a resolved path, "synthetic:NAME" or "trivial"): reads config.json and
