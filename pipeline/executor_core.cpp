@@ -29,7 +29,7 @@ std::vector<request_id> executor_core::active_ids() const {
 void executor_core::admit(std::vector<sequence_request> requests, bool static_batch,
                           step_output& out) {
   if (!has_work()) static_batch_ = static_batch;
-  const stamp now = now_stamp();
+  const stamp now = clock_();
   for (auto& req : requests) {
     if (free_slots_.empty() || (static_batch_ != static_batch)) {
       out.results.push_back(make_failure(req.id, outcome::failed, ec::internal,
@@ -76,7 +76,7 @@ bool executor_core::is_end_token(const sequence& s, int32_t token) const {
 
 step_output executor_core::step() {
   step_output out;
-  const stamp now = now_stamp();
+  const stamp now = clock_();
   // Step boundary: cancellations and deadlines.
   auto boundary = [&](sequence& s) {
     if (s.ended) return;
@@ -146,9 +146,9 @@ void executor_core::run_step(step_output& out) {
     if (!s->ended) ++decoded;
   }
   if (batch.empty() && decoded == 0) return;
-  const stamp start = now_stamp();
+  const stamp start = clock_();
   auto logits = model_->prefill(items_);
-  const stamp done = now_stamp();
+  const stamp done = clock_();
   for (size_t i = 0; i < rows_.size(); ++i) {
     sequence& s = *rows_[i];
     if (i < admitted) {
@@ -203,7 +203,7 @@ void executor_core::finish(sequence& s, outcome how, finish_reason reason, ec co
   r.prompt_tokens = int32_t(s.req.prompt.size());
   r.completion_tokens = s.generated;
   r.times = s.req.times;
-  r.times.finished = now_stamp();
+  r.times.finished = clock_();
   // Text still held back (an incomplete character, a possible stop string) ends the answer,
   // unless a stop string matched: then what follows it is dropped.
   if (how == outcome::finished && !s.stops.stopped()) {

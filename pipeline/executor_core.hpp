@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,10 @@ class executor_core {
   /// Ids of the sequences admitted and not yet ended.
   std::vector<request_id> active_ids() const;
 
+  /// The clock that deadlines and time stamps are read from; the steady clock unless a test
+  /// drives time itself.
+  void set_clock(std::function<stamp()> clock) { clock_ = std::move(clock); }
+
   /// Tokens per prefill pass.
   void set_max_batched_tokens(int32_t n) { max_batched_tokens_ = n; }
 
@@ -104,6 +109,7 @@ class executor_core {
 
   std::string name_;
   std::string device_;
+  std::function<stamp()> clock_ = now_stamp;
   std::unique_ptr<model::causal_lm> model_;
   std::shared_ptr<const model::tokenizer> tokenizer_;
   int32_t max_batched_tokens_;

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -187,23 +186,35 @@ TEST_F(executor_core_test, cancel_frees_the_slot_at_the_next_step) {
 }
 
 TEST_F(executor_core_test, deadline_expires_at_a_step_boundary) {
+  // Time is the test's: it moves only when the test moves it, however fast the machine is.
+  stamp fake_now = 1'000'000'000;
   auto core = make_core(2);
+  core->set_clock([&] { return fake_now; });
   auto r = request(1, story_prompt, 200);
-  r.deadline = now_stamp() + 200'000'000;  // 200 ms
+  r.deadline = fake_now + 200'000'000;  // 200 ms
   step_output ignored;
   core->admit({r, request(2, "The cat", 3)}, false, ignored);
   std::map<request_id, run_result> out;
-  for (int i = 0; i < 3; ++i) collect(core->step(), out);
+  for (int i = 0; i < 3; ++i) {
+    collect(core->step(), out);
+    fake_now += 50'000'000;
+  }
+  // 150 ms have passed: not yet.
   EXPECT_EQ(out[1].result.id, 0u) << "request 1 must not have ended yet";
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  fake_now += 49'999'999;
+  auto before = core->step();
+  collect(before, out);
+  EXPECT_TRUE(before.results.empty()) << "one nanosecond before its deadline request 1 runs on";
+  fake_now += 1;
   auto s = core->step();
   collect(s, out);
   ASSERT_EQ(s.results.size(), 1u);
   EXPECT_EQ(s.results[0].id, 1u);
   EXPECT_EQ(s.results[0].how, outcome::expired);
   EXPECT_EQ(s.results[0].code, ec::expired);
-  EXPECT_EQ(s.results[0].completion_tokens, 3);
-  EXPECT_EQ(s.results[0].message, "deadline passed after 3 tokens");
+  EXPECT_EQ(s.results[0].completion_tokens, 4);
+  EXPECT_EQ(s.results[0].message, "deadline passed after 4 tokens");
+  EXPECT_EQ(s.results[0].times.finished, fake_now);
   EXPECT_EQ(out[2].result.how, outcome::finished);
   EXPECT_FALSE(core->has_work());
 }
