@@ -181,7 +181,7 @@ caf::error safetensors_file::read_f32(const std::string& name, float* out) const
   const unsigned char* src = data_ + t->begin;
   const int64_t n = t->elements();
   if (t->dtype == "F32") {
-    std::memcpy(out, src, size_t(n) * sizeof(float));
+    if (n > 0) std::memcpy(out, src, size_t(n) * sizeof(float));  // an empty `out` may be null
   } else if (t->dtype == "BF16") {
     for (int64_t i = 0; i < n; ++i) {
       const uint32_t bits = uint32_t(src[2 * i] | (src[2 * i + 1] << 8)) << 16;

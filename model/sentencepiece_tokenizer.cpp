@@ -12,6 +12,17 @@
 #include "model/spm_shim/sentencepiece_shim.hpp"
 #include "model/tokenizer.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CONVEYOR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONVEYOR_ASAN 1
+#endif
+#endif
+#ifndef CONVEYOR_ASAN
+#define CONVEYOR_ASAN 0
+#endif
+
 namespace conveyor::model {
 
 namespace {
@@ -36,13 +47,14 @@ expected<shim_api> open_shim() {
   const char* from_env = std::getenv("CONVEYOR_SPM_SHIM");
   const std::string path =
       from_env != nullptr && *from_env != '\0' ? from_env : CONVEYOR_SPM_SHIM_PATH;
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer aborts the process on RTLD_DEEPBIND, and without it the two protobufs clash.
-  return make_error(ec::model_failure, path +
-                                           ": SentencePiece cannot be loaded in a build with "
-                                           "AddressSanitizer; use the llama2.c .bin tokenizer");
+#if CONVEYOR_ASAN
+  // AddressSanitizer aborts the process on RTLD_DEEPBIND. A link-map namespace of the shim's own
+  // (dlmopen) keeps the two protobufs apart as well; the shim is built without sanitizers and
+  // talks C, so nothing allocated on one side is freed on the other.
+  void* library = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
 #else
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
   if (library == nullptr)
     return make_error(ec::model_failure,
                       path + ": cannot load the SentencePiece shim: " + dlerror());
@@ -64,7 +76,6 @@ expected<shim_api> open_shim() {
   if (!missing.empty())
     return make_error(ec::model_failure, path + ": the SentencePiece shim lacks " + missing);
   return api;
-#endif
 }
 
 /// The shim, opened on first use.

@@ -171,7 +171,8 @@ void parse_stream(const json& obj, completion_body& result) {
 std::optional<body_error> parse_json_object(std::string_view body, json& obj) {
   try {
     obj = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // A syntax error (parse_error) or a number too large for a double (out_of_range.406).
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
     std::string what = e.what();
     if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos)

@@ -124,6 +124,22 @@ TEST(safetensors, header_errors_name_the_file_and_the_tensor) {
   EXPECT_NE(open_error(dir.path + "/absent.safetensors").find("cannot open"), std::string::npos);
 }
 
+TEST(safetensors, an_empty_tensor_reads_as_nothing) {
+  // Found by fuzz/safetensors_fuzz.cpp: reading [0] elements copied from a null pointer.
+  temp_dir dir;
+  const std::string path = dir.path + "/empty.safetensors";
+  write_raw(path,
+            json{{"e", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {0, 0}}}},
+                 {"b", {{"dtype", "BF16"}, {"shape", {2, 0}}, {"data_offsets", {0, 0}}}}}
+                .dump(),
+            "");
+  auto f = safetensors_file::open(path);
+  ASSERT_TRUE(f) << message_of(f.error());
+  EXPECT_EQ((*f)->find("e")->elements(), 0);
+  EXPECT_FALSE((*f)->read_f32("e", nullptr));
+  EXPECT_FALSE((*f)->read_f32("b", nullptr));
+}
+
 TEST(safetensors, an_unsupported_dtype_is_refused_when_read) {
   temp_dir dir;
   const std::string path = dir.path + "/ints.safetensors";

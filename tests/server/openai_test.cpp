@@ -146,6 +146,13 @@ TEST(server_openai_parse, malformed_json_and_non_objects_have_no_param) {
   EXPECT_NE(err.message.find("JSON object"), std::string::npos) << err.message;
 }
 
+TEST(server_openai_parse, a_number_beyond_a_double_is_refused_not_thrown) {
+  // Found by fuzz/request_json_fuzz.cpp: nlohmann throws out_of_range (not parse_error) for it.
+  auto err = parse_error(R"({"prompt": "x", "max_tokens": 2.9e01784})");
+  EXPECT_EQ(err.param, "");
+  EXPECT_EQ(err.message, "the body is not valid JSON: number overflow parsing '2.9e01784'");
+}
+
 TEST(server_openai_render, completion_object) {
   completion_meta meta{"cmpl-abc", 1700000000, "m"};
   auto j =

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of each fuzz target into fuzz/corpus/<target>/ (standard library only,
+deterministic). Run from anywhere: python3 fuzz/make_corpus.py. The seeds are committed."""
+import json
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def target(name):
+    path = os.path.join(HERE, "corpus", name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def write(folder, name, data):
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+# -- config: the shipped configuration and small variations -------------------------------------
+d = target("config")
+with open(os.path.join(ROOT, "config", "conveyor.toml")) as f:
+    write(d, "conveyor.toml", f.read())
+write(d, "empty.toml", "")
+write(d, "policy.toml", '[batcher]\npolicy = "seed"\nmax_queue = 8\n\n[[executors]]\ndevice = "cpu"\nslots = 4\n')
+write(d, "model.toml", '[model]\npath = "synthetic:s15m"\ndtype = "bf16"\n\n[server]\nport = 8080\n')
+write(d, "generation.toml", "[generation]\ntemperature = 0.0\ntop_p = 0.9\ntop_k = 40\nmax_tokens = 64\n")
+
+# -- checkpoint: tiny llama2.c checkpoints (shared and separate classifier) ----------------------
+d = target("checkpoint")
+
+
+def checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq, shared):
+    head = dim // heads
+    kv_dim = head * kv_heads
+    floats = (vocab * dim + layers * dim + layers * dim * dim + 2 * layers * dim * kv_dim +
+              layers * dim * dim + layers * dim + 3 * layers * dim * hidden + dim + seq * head)
+    if not shared:
+        floats += vocab * dim
+    header = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab if shared else -vocab, seq)
+    return header + b"".join(struct.pack("<f", ((i * 37) % 101 - 50) / 100.0) for i in range(floats))
+
+
+write(d, "shared.bin", checkpoint(8, 16, 1, 2, 2, 16, 8, True))
+write(d, "separate.bin", checkpoint(8, 16, 2, 2, 1, 16, 8, False))
+
+# -- safetensors: small files of each dtype ------------------------------------------------------
+d = target("safetensors")
+
+
+def safetensors(tensors):
+    header, data = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+write(d, "f32.safetensors", safetensors([("a", "F32", [2, 2], struct.pack("<4f", 1, -2, 3.5, 0))]))
+write(d, "mixed.safetensors", safetensors([
+    ("w.bf16", "BF16", [3], struct.pack("<3H", 0x3F80, 0xC000, 0x0000)),
+    ("w.f16", "F16", [2, 1], struct.pack("<2H", 0x3C00, 0xBC00)),
+    ("empty", "F32", [0], b""),
+]))
+
+# -- tokenizer_json: the test fixtures cut down to a few hundred tokens --------------------------
+d = target("tokenizer_json")
+for name in ("llama_spm", "llama3", "gpt2"):
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizers", name, "tokenizer.json")) as f:
+        tok = json.load(f)
+    model = tok["model"]
+    keep = dict(sorted(model["vocab"].items(), key=lambda kv: kv[1])[:320])
+    model["vocab"] = keep
+    merges = []
+    for m in model.get("merges", []):
+        a, b = m if isinstance(m, list) else m.split(" ", 1)
+        if a in keep and b in keep and a + b in keep:
+            merges.append(m)
+    model["merges"] = merges
+    tok["added_tokens"] = [t for t in tok.get("added_tokens", []) if t["id"] < 320]
+    write(d, name + ".json", json.dumps(tok, ensure_ascii=False))
+
+# -- tokenize: a selector byte (which tokenizer, BOS or not) and text ----------------------------
+d = target("tokenize")
+texts = ["Once upon a time, there was a little girl named Lily.", "  two  spaces\n\nand\ttabs ",
+         "caf\u00e9 \u00fcber na\u00efve \u65e5\u672c\u8a9e \U0001F600", "don't I'll 12345 3.14",
+         "<s>not a token</s>", ""]
+for i, text in enumerate(texts):
+    for selector in (0, 1, 2, 0x81):
+        write(d, "text%d-%02x" % (i, selector), bytes([selector]) + text.encode())
+write(d, "invalid-utf8", b"\x01\xff\xfe\xc3(\xe2\x82\xf0\x9f\x98")
+
+# -- request_json: completion and chat bodies ----------------------------------------------------
+d = target("request_json")
+bodies = [
+    {"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0},
+    {"prompt": ["a", "b"], "max_tokens": 4, "stream": True, "stream_options": {"include_usage": True}},
+    {"prompt": "x", "stop": ["\n", "Lily"], "top_p": 0.9, "top_k": 40, "seed": 7, "timeout": 2.5},
+    {"model": "stories260K", "messages": [{"role": "system", "content": "Be brief."},
+                                         {"role": "user", "content": "Hi"}], "max_completion_tokens": 8},
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+     "stream": True},
+    {"prompt": "x", "n": 2, "logprobs": 1, "priority": 3, "temperature": None},
+]
+for i, body in enumerate(bodies):
+    write(d, "body%d.json" % i, json.dumps(body))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ (build-asan/: clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, coverage for the fuzzer) and runs each for SECONDS (default 30) on a
+# copy of its seed corpus, fuzz/corpus/<target>/. A finding stops the run: the target prints the
+# report and leaves the input as build-asan/fuzz-findings/<target>/crash-*; the script exits 1.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize request_json)
+
+scripts/sanitize.sh --configure-only
+export CCACHE_BASEDIR="$PWD"
+cmake --build build-asan -j "$(nproc)" --target "${targets[@]/%/_fuzz}" >&2
+
+status=0
+work=build-asan/fuzz-run
+findings=build-asan/fuzz-findings
+for t in "${targets[@]}"; do
+  rm -rf "$work/$t"
+  mkdir -p "$work/$t" "$findings/$t"
+  cp fuzz/corpus/"$t"/* "$work/$t/"
+  log="$work/$t.log"
+  # One process, one job: -max_total_time bounds the run; the corpus copy grows, never the seeds.
+  if (cd "$findings/$t" && "../../fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=10 \
+        -rss_limit_mb=4096 -print_final_stats=1 "../../fuzz-run/$t") >"$log" 2>&1; then
+    runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
+    printf 'fuzz: %-15s %6ss  %10s runs  coverage %s  no finding\n' "$t" "$seconds" "$runs" "$cov"
+  else
+    status=1
+    echo "fuzz: $t FOUND A PROBLEM (input kept in $findings/$t):" >&2
+    sed -n '/^==[0-9]*==ERROR\|runtime error\|deadly signal\|^ALARM\|-timeout\|out-of-memory/,$p' "$log" |
+      grep -v '^#[0-9]' | head -60 >&2
+  fi
+done
+exit $status

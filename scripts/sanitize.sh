@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The test suite under the sanitizers, with clang:
+#   build-asan/: AddressSanitizer + UndefinedBehaviorSanitizer (and libFuzzer's coverage, so that
+#                scripts/fuzz.sh uses the same build): every test suite;
+#   build-tsan/: ThreadSanitizer: the pipeline, actor and server suites (where threads meet).
+# Any report fails the test that made it (halt_on_error; UBSan does not recover).
+# Usage: scripts/sanitize.sh [--configure-only] [asan|tsan]...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+configure_only=0
+kinds=()
+for a in "$@"; do
+  case "$a" in
+    --configure-only) configure_only=1 ;;
+    asan | tsan) kinds+=("$a") ;;
+    *) echo "usage: scripts/sanitize.sh [--configure-only] [asan|tsan]..." >&2; exit 2 ;;
+  esac
+done
+[ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
+[ $configure_only = 0 ] || kinds=(asan)
+
+command -v clang++ >/dev/null || {
+  echo "sanitize: clang++ is missing: apt-get install clang" >&2
+  exit 1
+}
+export CCACHE_BASEDIR="$PWD"
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
+jobs=$(nproc)
+status=0
+for kind in "${kinds[@]}"; do
+  dir=build-$kind
+  if [ "$kind" = asan ]; then
+    flags=(-DCONVEYOR_SANITIZE=ON -DCONVEYOR_FUZZ=ON)
+  else
+    flags=(-DCONVEYOR_TSAN=ON)
+  fi
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER=clang++ -DCONVEYOR_TESTS=ON -DCONVEYOR_BENCHMARKS=OFF "${flags[@]}" >&2
+  [ $configure_only = 0 ] || exit 0
+  if [ "$kind" = asan ]; then
+    echo "sanitize: AddressSanitizer + UndefinedBehaviorSanitizer, every suite ($dir/)" >&2
+    cmake --build "$dir" -j "$jobs" >&2
+    ctest --test-dir "$dir" --output-on-failure -j 2 --timeout 900 || status=$?
+  else
+    echo "sanitize: ThreadSanitizer, the pipeline, actor and server suites ($dir/)" >&2
+    cmake --build "$dir" -j "$jobs" --target pipeline_tests actors_tests server_tests >&2
+    ctest --test-dir "$dir" --output-on-failure -j 2 --timeout 900 \
+      -R '^(executor_core_test|request_ledger|batcher|policy|continuous|static|seed|priority|registry|histogram|pipeline_test|scaleout|.*actor.*|http_server|server_|openai|sse|chat_endpoint)' \
+      || status=$?
+  fi
+done
+exit $status
