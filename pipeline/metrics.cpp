@@ -14,8 +14,6 @@ namespace {
 
 // -- constants -----------------------------------------------------------------------------------
 
-constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-
 // Bucket bounds, chosen to resolve both the tiny CPU model (sub-millisecond steps) and large
 // models on GPUs (seconds).
 
