@@ -105,6 +105,9 @@ void executor_core::run_step(step_output& out) {
   while (!waiting_.empty()) {
     auto& s = waiting_.front();
     if (s->ended) {
+      // Cancelled or expired before its first step (a static batch keeps such members waiting
+      // past release_ended): it never had rows, so its slot is free now.
+      free_slots_.push_back(s->slot);
       waiting_.pop_front();
       continue;
     }
