@@ -247,8 +247,14 @@ TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_on
         },
         caf::after(30s) >> [&] { timed_out = true; });
     ASSERT_FALSE(timed_out);
+    self->monitor(h->executors[0]);
     caf::anon_send_exit(h->executors[0], caf::exit_reason::kill);
     collect(self, out, count);
+    // The kill happened: the executor went down for it, not for another reason.
+    caf::error down_reason;
+    self->receive([&](caf::down_msg& dm) { down_reason = dm.reason; },
+                  caf::after(30s) >> [] {});
+    EXPECT_EQ(down_reason, caf::exit_reason::kill) << "the killed executor must have gone down";
     for (request_id id = 1; id <= count; ++id) {
       const auto& e = out[id];
       ASSERT_EQ(e.results.size(), 1u) << "request " << id;
