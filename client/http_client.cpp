@@ -222,6 +222,10 @@ std::optional<http_reply> http_connection::read_response(std::chrono::millisecon
     if (ec != http::error::need_more && used < buffer_.size()) continue;
     if (!fill(deadline)) {
       if (!eof_) return std::nullopt;
+      if (!parser.got_some()) {
+        error_ = "the server closed the connection before a response";
+        return std::nullopt;
+      }
       // The end of the connection ends a close-delimited body.
       parser.put_eof(ec);
       hand_over_body();
