@@ -13,9 +13,12 @@ incremental_detokenizer::incremental_detokenizer(std::shared_ptr<const tokenizer
 
 void incremental_detokenizer::take(int32_t id) {
   auto bytes = tokenizer_->token_bytes(id);
-  if (previous_ == tokenizer_->bos_id() && tokenizer_->decode_strips_leading_space() &&
-      !bytes.empty() && bytes.front() == ' ')
+  // Only at the start of the text, as SentencePiece decodes: a BOS inside a stream that has
+  // already printed something (an added token of a tokenizer.json) leaves the next space alone.
+  if (at_start_ && previous_ == tokenizer_->bos_id() &&
+      tokenizer_->decode_strips_leading_space() && !bytes.empty() && bytes.front() == ' ')
     bytes.erase(0, 1);
+  if (!bytes.empty()) at_start_ = false;
   held_ += bytes;
   previous_ = id;
 }

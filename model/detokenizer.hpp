@@ -15,10 +15,11 @@ namespace conveyor::model {
 /// Turns the ids of generated tokens into text as they come, emitting only whole UTF-8
 /// characters: bytes of a character that byte-fallback tokens split stay held until the
 /// character completes. Every space is kept (the text continues the prompt verbatim), except
-/// the leading space of a token right after BOS when tok.decode_strips_leading_space(): as
-/// SentencePiece decoding and llama2.c's run.c (`if (prev_token == 1 && piece[0] == ' ')
-/// piece++;`) drop it, the text of an empty prompt starts "Once", not " Once". Invalid bytes
-/// become U+FFFD, one per maximal invalid subpart. One instance per stream; not thread-safe.
+/// the leading space of the first token with text when it follows BOS and
+/// tok.decode_strips_leading_space(): SentencePiece decoding and llama2.c's run.c
+/// (`if (prev_token == 1 && piece[0] == ' ') piece++;`) drop it, so the text of an empty prompt
+/// starts "Once", not " Once". Invalid bytes become U+FFFD, one per maximal invalid subpart. One
+/// instance per stream; not thread-safe.
 class incremental_detokenizer {
  public:
   /// Makes a detokenizer that asks `tok` for the bytes of each id; `preceding` is the id before
@@ -47,6 +48,8 @@ class incremental_detokenizer {
   std::string held_;
   /// The id before the next one pushed.
   int32_t previous_;
+  /// True until a token with bytes was pushed.
+  bool at_start_ = true;
 };
 
 /// Decodes the ids of a prompt as the user wrote it: the bytes of every token (control ids give

@@ -91,9 +91,11 @@ TEST_P(detokenizer_test, drops_only_the_space_right_after_bos) {
   incremental_detokenizer after_bos{tok, tok->bos_id()};
   EXPECT_EQ(after_bos.push(403), "Once");
   EXPECT_EQ(after_bos.push(403), " Once");
-  // BOS inside the stream: the piece after it loses its space too, as in run.c.
+  // BOS pushed first: the piece after it loses its space too, as in run.c.
   incremental_detokenizer inline_bos{tok};
   EXPECT_EQ(inline_bos.push(ids{tok->bos_id(), 403, 410}), "Once ");
+  // A BOS after text: the text does not start there, so the space stays.
+  EXPECT_EQ(inline_bos.push(ids{tok->bos_id(), 403}), " Once");
   // After another token, or with nothing before, the space stays.
   EXPECT_EQ((incremental_detokenizer{tok, 403}.push(403)), " Once");
   EXPECT_EQ((incremental_detokenizer{tok}.push(403)), " Once");
