@@ -121,7 +121,10 @@ void dispatch(batcher_pointer self) {
         h.guard = self->spawn(sink_guard, h.sink);
         delivery = h.guard;
       }
-      items.push_back(work_item{std::move(req), delivery});
+      // The deadline travels as what is left of it: the executor may run on another clock.
+      const auto left = left_of(req.deadline, now);
+      req.deadline = 0;
+      items.push_back(work_item{std::move(req), delivery, left});
     }
     st.ledger.sent(e.id, items.size());
     self->send(e.handle, atom::work::value, std::move(items), st.policy->static_batches());

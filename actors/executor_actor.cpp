@@ -135,9 +135,12 @@ executor_actor::behavior_type executor(executor_pointer self,
         st.received += items.size();
         std::vector<sequence_request> requests;
         requests.reserve(items.size());
+        const stamp now = st.core->now();
         for (auto& item : items) {
           st.sinks[item.request.id] = executor_state::running_request{std::move(item.sink), false};
           requests.push_back(std::move(item.request));
+          // Rebuilt on this executor's clock from what was left when the batcher sent it.
+          requests.back().deadline = deadline_from(item.deadline, now);
         }
         pipeline::step_output out;
         st.core->admit(std::move(requests), static_batch, out);

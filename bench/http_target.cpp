@@ -3,29 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <limits>
 #include <mutex>
 #include <thread>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include "client/http_client.hpp"
+#include "client/sse_parser.hpp"
 #include "common/host_port.hpp"
 
 namespace conveyor::bench {
-
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = boost::asio::ip::tcp;
 
 // -- URL -----------------------------------------------------------------------------------------
 
@@ -54,43 +41,6 @@ expected<target_url> parse_target_url(const std::string& url) {
 }
 
 // -- server-sent events --------------------------------------------------------------------------
-
-void sse_parser::feed(std::string_view bytes) {
-  for (char c : bytes) {
-    if (c == '\n' && last_was_cr_) {  // the LF of a CRLF
-      last_was_cr_ = false;
-      continue;
-    }
-    last_was_cr_ = c == '\r';
-    if (c == '\n' || c == '\r') {
-      line(pending_);
-      pending_.clear();
-    } else {
-      pending_ += c;
-    }
-  }
-}
-
-void sse_parser::line(std::string_view text) {
-  if (text.empty()) {  // the end of an event
-    if (has_data_) on_event_(data_);
-    data_.clear();
-    has_data_ = false;
-    return;
-  }
-  if (text.front() == ':') return;  // a comment
-  auto colon = text.find(':');
-  auto field = text.substr(0, colon);
-  std::string_view value;
-  if (colon != std::string_view::npos) {
-    value = text.substr(colon + 1);
-    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  }
-  if (field != "data") return;
-  if (has_data_) data_ += '\n';
-  data_.append(value.data(), value.size());
-  has_data_ = true;
-}
 
 stream_event parse_stream_event(const std::string& data) {
   stream_event ev;
@@ -180,62 +130,38 @@ double seconds_since(clock_type::time_point t) {
 
 request_record one_request(const workload_request& w, const target_options& o,
                            clock_type::time_point scheduled) {
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(o.timeout_s));
   completion_stream stream;
   unsigned status = 0;
   std::string transport_error;
-  try {
-    boost::asio::io_context ioc;
-    beast::tcp_stream socket{ioc};
-    socket.expires_after(std::chrono::duration_cast<clock_type::duration>(
-        std::chrono::duration<double>(o.timeout_s)));
-    tcp::resolver resolver{ioc};
-    socket.connect(resolver.resolve(o.url.host, o.url.port));
-    nlohmann::json body = {{"prompt", w.prompt},
-                           {"max_tokens", w.max_tokens},
-                           {"temperature", o.temperature},
-                           {"stream", true},
-                           {"stream_options", {{"include_usage", true}}}};
-    if (!o.model.empty()) body["model"] = o.model;
-    http::request<http::string_body> req{http::verb::post, o.url.prefix + "/v1/completions", 11};
-    req.set(http::field::host, o.url.host + ":" + o.url.port);
-    req.set(http::field::content_type, "application/json");
-    req.set(http::field::accept, "text/event-stream");
-    req.body() = body.dump();
-    req.prepare_payload();
-    http::write(socket, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::buffer_body> parser;
-    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-    http::read_header(socket, buffer, parser);
-    status = parser.get().result_int();
-    sse_parser events{[&](const std::string& data) {
-      const double now = seconds_since(scheduled);
-      stream.on_data(data, now);
-    }};
+  client::connection_options connect;
+  connect.connect_timeout = timeout;
+  client::http_connection connection{o.url.host, o.url.port, connect};
+  nlohmann::json body = {{"prompt", w.prompt},
+                         {"max_tokens", w.max_tokens},
+                         {"temperature", o.temperature},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (!o.model.empty()) body["model"] = o.model;
+  if (connection.connected() &&
+      connection.send_request("POST", o.url.prefix + "/v1/completions", body.dump(),
+                              {{"Accept", "text/event-stream"}})) {
+    client::sse_parser events{
+        [&](const std::string& data) { stream.on_data(data, seconds_since(scheduled)); }};
     std::string raw;  // the body of a non-200 response
-    char chunk[16384];
-    while (!parser.is_done()) {
-      parser.get().body().data = chunk;
-      parser.get().body().size = sizeof(chunk);
-      beast::error_code err;
-      // read_some returns as soon as some body arrived (read would wait for 16 KiB).
-      http::read_some(socket, buffer, parser, err);
-      if (err == http::error::need_buffer) err = {};
-      const std::size_t n = sizeof(chunk) - parser.get().body().size;
-      if (status == 200)
-        events.feed(std::string_view{chunk, n});
-      else if (raw.size() < 4000)
-        raw.append(chunk, n);
-      if (err) {
-        transport_error = err.message();
-        break;
-      }
-    }
-    if (status != 200) stream.on_data(raw, seconds_since(scheduled));
-    beast::error_code ignored;
-    socket.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  } catch (const std::exception& e) {
-    transport_error = e.what();
+    auto reply = connection.read_response(
+        timeout, [&](const client::http_reply& head, std::string_view bytes) {
+          status = head.status;
+          if (status == 200)
+            events.feed(bytes);
+          else if (raw.size() < 4000)
+            raw.append(bytes.data(), bytes.size());
+        });
+    if (!reply) transport_error = connection.error();
+    if (status != 0 && status != 200) stream.on_data(raw, seconds_since(scheduled));
+  } else {
+    transport_error = connection.error();
   }
   if (status == 0 && transport_error.empty()) transport_error = "no response";
   auto record =

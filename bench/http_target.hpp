@@ -1,12 +1,11 @@
 // The client side of `conveyor bench --target`: an OpenAI /v1/completions server with
-// stream: true, driven in open loop. The SSE parsing is plain code that tests can drive.
+// stream: true, driven in open loop, through the shared HTTP client and SSE parser (client/).
+// What a stream says is plain code that tests can drive.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "bench/stats.hpp"
@@ -29,28 +28,6 @@ struct target_url {
 expected<target_url> parse_target_url(const std::string& url);
 
 // -- server-sent events --------------------------------------------------------------------------
-
-/// Splits a text/event-stream into events and hands each event's data (its `data:` lines joined
-/// by newlines) to a callback. Accepts LF, CRLF and CR line ends; ignores comments and other
-/// fields. Bytes may arrive in pieces of any size.
-class sse_parser {
- public:
-  using event_handler = std::function<void(const std::string& data)>;
-
-  explicit sse_parser(event_handler on_event) : on_event_(std::move(on_event)) {}
-
-  /// Feeds more bytes of the stream.
-  void feed(std::string_view bytes);
-
- private:
-  void line(std::string_view text);
-
-  event_handler on_event_;
-  std::string pending_;
-  std::string data_;
-  bool has_data_ = false;
-  bool last_was_cr_ = false;
-};
 
 /// What one `data:` payload of a completion stream says.
 struct stream_event {

@@ -24,21 +24,6 @@ namespace {
 
 using json = nlohmann::json;
 
-/// Whether `text` is valid UTF-8 (ASCII checked eight bytes at a time).
-bool valid_utf8(std::string_view text) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      ++pos;
-      continue;
-    }
-    const auto scan = scan_utf8(text.substr(pos));
-    if (scan.kind != utf8_kind::valid) return false;
-    pos += scan.length;
-  }
-  return true;
-}
-
 /// The components of one tokenizer.json; immutable, so encode() may run on many threads.
 class hf_tokenizer final : public tokenizer {
  public:

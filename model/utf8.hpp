@@ -1,5 +1,6 @@
-// UTF-8 helpers shared by the tokenizers and the detokenizer: classify the character at the
-// front of a byte string, and drain the complete characters of a stream.
+// UTF-8 helpers shared by the tokenizers and the detokenizer: validate text, classify the
+// character at the front of a byte string, and drain the complete characters of a stream.
+// Well-formedness is utfcpp's (libutfcpp-dev); what utfcpp lacks is built on it here.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,10 @@ struct utf8_scan {
   /// How many bytes the classification covers.
   size_t length;
 };
+
+/// Whether `text` is well-formed UTF-8 (utfcpp's check: no overlong forms, no surrogates,
+/// nothing above U+10FFFF, no truncated character).
+bool valid_utf8(std::string_view text);
 
 /// Classifies the character at the front of `bytes`, which must not be empty. Well-formed means
 /// the Unicode table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF.

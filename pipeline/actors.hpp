@@ -91,15 +91,17 @@ using tokenizer_actor = caf::typed_actor<
     // context (prompt_too_long) or holds ids outside the vocabulary (bad_request).
     caf::replies_to<atom::encode, generate_request>::with<sequence_request>>;
 
-/// A work item on its way from the batcher to an executor: the request and where its output goes.
+/// A work item on its way from the batcher to an executor, which may be on another machine: the
+/// request (its `deadline` stamp left 0), what is left of its deadline, and where its output goes.
 struct work_item {
   sequence_request request;
   sink_actor sink;
+  deadline_left deadline;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
-  return f(caf::meta::type_name("work_item"), x.request, x.sink);
+  return f(caf::meta::type_name("work_item"), x.request, x.sink, x.deadline);
 }
 
 /// The batcher an executor pulls from (defined below): the executor's interface names the

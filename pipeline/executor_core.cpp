@@ -40,6 +40,8 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     const auto& p = req.params;
     model::sampler sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
     model::stop_string_matcher stops{p.stop};
+    // The first token follows the prompt's last (BOS alone for an empty prompt).
+    const int32_t preceding = req.prompt.empty() ? -1 : req.prompt.back();
     auto s = std::make_unique<sequence>(sequence{std::move(req),
                                                  free_slots_.back(),
                                                  0,
@@ -48,7 +50,8 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  false,
                                                  false,
                                                  std::move(sampler),
-                                                 model::incremental_detokenizer{tokenizer_},
+                                                 model::incremental_detokenizer{tokenizer_,
+                                                                                preceding},
                                                  std::move(stops),
                                                  {}});
     free_slots_.pop_back();
@@ -102,6 +105,9 @@ void executor_core::run_step(step_output& out) {
   while (!waiting_.empty()) {
     auto& s = waiting_.front();
     if (s->ended) {
+      // Cancelled or expired before its first step (a static batch keeps such members waiting
+      // past release_ended): it never had rows, so its slot is free now.
+      free_slots_.push_back(s->slot);
       waiting_.pop_front();
       continue;
     }

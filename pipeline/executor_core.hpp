@@ -82,6 +82,9 @@ class executor_core {
   /// drives time itself.
   void set_clock(std::function<stamp()> clock) { clock_ = std::move(clock); }
 
+  /// Now, on the clock of `set_clock`.
+  stamp now() const { return clock_(); }
+
   /// Tokens per prefill pass.
   void set_max_batched_tokens(int32_t n) { max_batched_tokens_ = n; }
 

@@ -1,6 +1,19 @@
 #include "pipeline/request.hpp"
 
+#include <algorithm>
+
 namespace conveyor {
+
+deadline_left left_of(stamp deadline, stamp now) {
+  if (deadline == 0) return {};
+  return {true, deadline - now};
+}
+
+stamp deadline_from(const deadline_left& left, stamp now) {
+  if (!left.set) return 0;
+  // 0 means "no deadline": a deadline that lands on it (a clock near its start) is one later.
+  return std::max<stamp>(now + left.nanoseconds, 1);
+}
 
 pipeline::request_timing timing_of(const request_result& r) {
   pipeline::request_timing t;

@@ -108,7 +108,8 @@ struct sequence_request {
   std::vector<int32_t> prompt;
   generation_params params;
   int32_t priority = 0;
-  /// Absolute deadline on the steady clock; 0 for none.
+  /// Absolute deadline on the steady clock of the machine holding the request; 0 for none. It
+  /// never crosses machines: a work_item carries what is left of it (deadline_left).
   stamp deadline = 0;
   request_times times;
   /// Tokens queued before this one arrived; ties of priority go first-come first-served.
@@ -123,6 +124,28 @@ typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
   return f(caf::meta::type_name("sequence_request"), x.id, x.prompt, x.params, x.priority,
            x.deadline, x.times, x.sequence_number);
 }
+
+/// A deadline on its way to another machine: what is left of it, not the stamp, since a stamp
+/// of this machine's steady clock means nothing on another host's (there it would expire at
+/// once or never). The receiver rebuilds the deadline against its own clock.
+struct deadline_left {
+  /// False when the request has no deadline.
+  bool set = false;
+  /// Nanoseconds left when it was sent; 0 or less when it had already passed.
+  int64_t nanoseconds = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, deadline_left& x) {
+  return f(caf::meta::type_name("deadline_left"), x.set, x.nanoseconds);
+}
+
+/// What is left of `deadline` (0: none) at `now`, on the sender's clock.
+deadline_left left_of(stamp deadline, stamp now);
+
+/// The deadline on the receiver's clock of what was `left` when sent, received at `now`; 0 when
+/// there is none. One that had passed is at or before `now`, so it expires at once.
+stamp deadline_from(const deadline_left& left, stamp now);
 
 /// New output of one request from one step: text safe to show (UTF-8 complete, stop strings
 /// held back) and the token ids behind it.

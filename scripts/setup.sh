@@ -25,7 +25,7 @@ done
 packages=(build-essential cmake ninja-build ccache pkg-config
   libcaf-dev libtorch-dev libspdlog-dev libboost-dev libsentencepiece-dev
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libopenblas0-openmp
-  libgtest-dev libbenchmark-dev libpcre2-dev libicu-dev)
+  libgtest-dev libbenchmark-dev libpcre2-dev libicu-dev libutfcpp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

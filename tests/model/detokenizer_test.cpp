@@ -2,6 +2,8 @@
 // tokens split a character, U+FFFD for invalid bytes, and decode_prompt.
 #include "model/detokenizer.hpp"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,43 @@ TEST_P(detokenizer_test, reproduces_the_expected_story) {
   EXPECT_EQ(prompt + text59 + "ily", expected);
 }
 
+TEST_P(detokenizer_test, an_empty_prompt_prints_as_run_c_prints_it) {
+  // run.c with no prompt: BOS, then 64 greedy tokens, the first "▁Once" printed as "Once".
+  std::ifstream in(test::source_path("models/stories260K/expected/greedy_empty_prompt_n64.tokens"));
+  std::string line;
+  ids sequence;
+  while (std::getline(in, line))
+    if (line.rfind("SEQ ", 0) == 0) {
+      std::istringstream is(line.substr(4));
+      for (int32_t id; is >> id;) sequence.push_back(id);
+    }
+  ASSERT_EQ(sequence.size(), 65u);
+  ASSERT_EQ(sequence.front(), tok->bos_id());
+  std::ifstream txt(test::source_path("models/stories260K/expected/greedy_empty_prompt_n64.txt"),
+                    std::ios::binary);
+  const std::string text{std::istreambuf_iterator<char>(txt), std::istreambuf_iterator<char>()};
+  ASSERT_EQ(text.back(), '\n');  // run.c's own final newline, no token
+  incremental_detokenizer detok{tok, tok->bos_id()};
+  std::string streamed;
+  for (size_t i = 1; i < sequence.size(); ++i) streamed += detok.push(sequence[i]);
+  streamed += detok.flush();
+  EXPECT_EQ(streamed, text.substr(0, text.size() - 1));
+}
+
+TEST_P(detokenizer_test, drops_only_the_space_right_after_bos) {
+  incremental_detokenizer after_bos{tok, tok->bos_id()};
+  EXPECT_EQ(after_bos.push(403), "Once");
+  EXPECT_EQ(after_bos.push(403), " Once");
+  // BOS pushed first: the piece after it loses its space too, as in run.c.
+  incremental_detokenizer inline_bos{tok};
+  EXPECT_EQ(inline_bos.push(ids{tok->bos_id(), 403, 410}), "Once ");
+  // A BOS after text: the text does not start there, so the space stays.
+  EXPECT_EQ(inline_bos.push(ids{tok->bos_id(), 403}), " Once");
+  // After another token, or with nothing before, the space stays.
+  EXPECT_EQ((incremental_detokenizer{tok, 403}.push(403)), " Once");
+  EXPECT_EQ((incremental_detokenizer{tok}.push(403)), " Once");
+}
+
 TEST_P(detokenizer_test, keeps_every_space_of_generated_text) {
   incremental_detokenizer detok{tok};
   EXPECT_EQ(detok.push(403), " Once");  // "▁Once": generated text keeps its space
@@ -110,7 +149,8 @@ TEST_P(detokenizer_test, every_encoded_text_streams_back_whole) {
       streamed += chunk;
     }
     streamed += detok.flush();
-    EXPECT_EQ(streamed, " " + text);
+    // The space of the dummy prefix follows BOS, so it goes, as in decode_prompt.
+    EXPECT_EQ(streamed, text);
     EXPECT_EQ(decode_prompt(*tok, encoded), text);
   }
 }
@@ -171,6 +211,30 @@ TEST(drain_utf8, keeps_only_an_incomplete_tail) {
   pending = "\xF0\x9F\x98";
   EXPECT_EQ(drain_utf8(pending, true), "\xEF\xBF\xBD");
   EXPECT_EQ(pending, "");
+}
+
+
+// Ill-formed sequences, each replaced as Python's bytes.decode("utf-8", "replace") replaces it
+// (one U+FFFD per maximal subpart, Unicode 15 section 3.9): overlong forms, surrogates, code
+// points above U+10FFFF, a lead byte that never starts a character, a truncated character.
+TEST(drain_utf8, replaces_known_invalid_sequences_as_python_does) {
+  const std::string r{replacement_character};
+  const std::pair<std::string, std::string> cases[] = {
+      {"\xC0\x80", r + r},                     // overlong NUL
+      {"\xE0\x80\x80", r + r + r},              // overlong three-byte NUL
+      {"\xF0\x80\x80\x80", r + r + r + r},       // overlong four-byte NUL
+      {"\xED\xA0\x80", r + r + r},              // the surrogate U+D800
+      {"\xF4\x90\x80\x80", r + r + r + r},       // U+110000
+      {"\xF8" "a", r + "a"},                    // not a lead byte
+      {"\xE2\x82x", r + "x"},                   // a truncated character, then more text
+      {"\xED\x9F\xBF\xF0\x9F\x98\x80", "\xED\x9F\xBF\xF0\x9F\x98\x80"},  // U+D7FF, U+1F600
+  };
+  for (const auto& [bytes, expected] : cases) {
+    std::string pending = bytes;
+    EXPECT_EQ(drain_utf8(pending, false), expected) << test::escaped(bytes);
+    EXPECT_EQ(pending, "") << test::escaped(bytes);
+    EXPECT_EQ(valid_utf8(bytes), bytes == expected) << test::escaped(bytes);
+  }
 }
 
 }  // namespace conveyor::model

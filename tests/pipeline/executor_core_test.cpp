@@ -185,6 +185,44 @@ TEST_F(executor_core_test, cancel_frees_the_slot_at_the_next_step) {
   EXPECT_FALSE(core->has_work());
 }
 
+TEST_F(executor_core_test, a_static_batch_cancelled_before_its_first_step_returns_its_slots) {
+  auto core = make_core(2);
+  step_output ignored;
+  core->admit({request(1, story_prompt, 5), request(2, "The cat", 5)}, true, ignored);
+  EXPECT_TRUE(core->cancel(1));
+  EXPECT_TRUE(core->cancel(2));
+  auto s = core->step();
+  ASSERT_EQ(s.results.size(), 2u);
+  EXPECT_EQ(s.results[0].how, outcome::cancelled);
+  EXPECT_EQ(s.results[1].how, outcome::cancelled);
+  EXPECT_FALSE(core->has_work());
+  EXPECT_EQ(core->free_slots(), 2) << "the slots of a batch that never ran must come back";
+  // And the executor still serves: a new batch of two gets both slots.
+  std::map<request_id, run_result> out;
+  core->admit({request(3, story_prompt, 60), request(4, "The cat", 3)}, true, ignored);
+  EXPECT_TRUE(ignored.results.empty()) << ignored.results.front().message;
+  out = run(*core);
+  EXPECT_EQ(out[3].tokens, expected.generated());
+  EXPECT_EQ(core->free_slots(), 2);
+}
+
+TEST_F(executor_core_test, a_static_member_expired_before_its_first_step_returns_its_slot) {
+  stamp fake_now = 1'000'000'000;
+  auto core = make_core(2);
+  core->set_clock([&] { return fake_now; });
+  auto late = request(1, "The cat", 5);
+  late.deadline = fake_now + 1;
+  step_output ignored;
+  core->admit({late, request(2, story_prompt, 60)}, true, ignored);
+  fake_now += 1;  // the deadline passes before the batch's first step
+  std::map<request_id, run_result> out = run(*core);
+  EXPECT_EQ(out[1].result.how, outcome::expired);
+  EXPECT_EQ(out[1].result.completion_tokens, 0);
+  EXPECT_EQ(out[2].tokens, expected.generated());
+  EXPECT_FALSE(core->has_work());
+  EXPECT_EQ(core->free_slots(), 2);
+}
+
 TEST_F(executor_core_test, deadline_expires_at_a_step_boundary) {
   // Time is the test's: it moves only when the test moves it, however fast the machine is.
   stamp fake_now = 1'000'000'000;

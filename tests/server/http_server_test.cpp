@@ -287,7 +287,7 @@ TEST_F(http_server_test, http10_streams_are_close_delimited) {
   start();
   test_client c{port};
   ASSERT_TRUE(
-      c.send_request("POST", "/v1/completions", completion("x y z", 3, true), "", "HTTP/1.0"));
+      c.send_request("POST", "/v1/completions", completion("x y z", 3, true), {}, 10));
   auto reply = c.read_response();
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->header("transfer-encoding"), "");
@@ -482,7 +482,7 @@ TEST_F(http_server_test, headers_over_the_limit_are_431) {
   opts.max_header_bytes = 1024;
   start(opts);
   test_client c{port};
-  auto reply = c.request("GET", "/health", "", "X-Big: " + std::string(4096, 'b') + "\r\n");
+  auto reply = c.request("GET", "/health", "", {{"X-Big", std::string(4096, 'b')}});
   expect_error(reply, 431, "invalid_request_error", nullptr);
   EXPECT_EQ(reply->json()["error"]["code"], "headers_too_large");
 }
