@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/prometheus.hpp"
+#include "server/connection.hpp"
 #include "server/server_state.hpp"
 
 namespace conveyor::server {

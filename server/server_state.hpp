@@ -1,5 +1,5 @@
 // Internal: what the acceptor and every connection of one http_server share. Asio types only;
-// Beast stays inside connection.cpp.
+// Beast stays inside the connection's files (connection, router, response_writer).
 #pragma once
 
 #include <atomic>
@@ -167,9 +167,5 @@ struct server_state {
   /// The I/O threads.
   std::vector<std::thread> threads;
 };
-
-/// Starts serving an accepted socket (whose executor is its own strand). With `reject`, the
-/// connection only answers 503 (too many connections) and closes. Defined in connection.cpp.
-void start_connection(server_state& state, tcp::socket socket, bool reject);
 
 }  // namespace conveyor::server::detail
