@@ -68,6 +68,7 @@ class http_connection final : public connection,
         socket_(std::move(socket)),
         executor_(socket_.get_executor()),
         idle_timer_(executor_),
+        head_timer_(executor_),
         write_timer_(executor_),
         linger_timer_(executor_),
         writer_(socket_) {}
@@ -82,13 +83,19 @@ class http_connection final : public connection,
   /// The strand; immutable, so any thread may read it.
   const net::any_io_executor& executor() const { return executor_; }
 
-  void start(bool reject) {
-    if (reject) {
+  void start(refusal why) {
+    if (why != refusal::none) {
       state_ = conn_state::busy;
       framing_.keep_alive = false;
       method_ = "-";
-      respond_error(503, "server_error", "the server has too many open connections", "",
-                    "too_many_connections", 1);
+      if (why == refusal::server_full)
+        respond_error(503, "server_error", "the server has too many open connections", "",
+                      "too_many_connections", 1);
+      else
+        respond_error(429, "rate_limit_error",
+                      "too many open connections from your address (at most " +
+                          std::to_string(st_.options.max_connections_per_address) + ")",
+                      "", "too_many_connections_per_address", 1);
       return;
     }
     do_read();
@@ -154,14 +161,62 @@ class http_connection final : public connection,
       if (!ec && generation == self->idle_generation_ && self->state_ == conn_state::reading)
         self->hard_close();
     });
+    // The first request's head is due from the connection's start; a later one's from its
+    // first byte (until then the connection is idle).
+    if (first_request_ || buffer_.size() > 0) {
+      read_head();
+      return;
+    }
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code) {
+      if (self->state_ == conn_state::reading) self->read_head();
+    });
+  }
+
+  // Reads the request line and headers, which must all arrive within `header_timeout`.
+  void read_head() {
+    auto generation = ++head_generation_;
+    head_timer_.expires_after(st_.options.header_timeout);
+    head_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
+      if (!ec && generation == self->head_generation_ && self->state_ == conn_state::reading)
+        self->on_head_timeout();
+    });
     http::async_read_header(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
   }
 
+  // The head did not arrive in time (a slowloris, or a stalled client): 408 when part of it
+  // came, else a plain close.
+  void on_head_timeout() {
+    st_.counters.count_head_timeout();
+    bool got_some = buffer_.size() > 0 || parser_->got_some();
+    spdlog::debug("closing a connection: its request head did not arrive within {} ms",
+                  st_.options.header_timeout.count());
+    ++idle_generation_;
+    idle_timer_.cancel();
+    if (!got_some) {
+      hard_close();
+      return;
+    }
+    // End the pending header read (it finds the connection busy and does nothing), then answer.
+    error_code ignored;
+    socket_.cancel(ignored);
+    state_ = conn_state::busy;
+    framing_.keep_alive = false;
+    method_ = "-";
+    target_ = "-";
+    started_ = steady::now();
+    respond_error(408, "invalid_request_error",
+                  "the request line and headers did not arrive within " +
+                      std::to_string(st_.options.header_timeout.count()) + " ms",
+                  "", "request_timeout");
+  }
+
   // The header is in (the body limit is already checked against Content-Length): answer
   // "Expect: 100-continue" (curl sends it for bodies over 1 KiB), then read the body.
   void on_header(error_code ec) {
+    ++head_generation_;
+    head_timer_.cancel();
     if (state_ != conn_state::reading) return;
     if (ec || parser_->is_done()) {
       on_read(ec);
@@ -216,6 +271,7 @@ class http_connection final : public connection,
 
   void handle(http::request<http::string_body> req) {
     state_ = conn_state::busy;
+    first_request_ = false;
     started_ = steady::now();
     framing_.keep_alive = req.keep_alive() && !st_.draining && !shutdown_requested_;
     framing_.http10 = req.version() < 11;
@@ -584,8 +640,10 @@ class http_connection final : public connection,
     writer_.clear();
     metrics_serial_ = 0;
     ++idle_generation_;
+    ++head_generation_;
     ++write_generation_;
     idle_timer_.cancel();
+    head_timer_.cancel();
     write_timer_.cancel();
     linger_timer_.cancel();
     error_code ignored;
@@ -599,6 +657,8 @@ class http_connection final : public connection,
   tcp::socket socket_;
   const net::any_io_executor executor_;
   net::steady_timer idle_timer_;
+  // The deadline of the request head being read.
+  net::steady_timer head_timer_;
   net::steady_timer write_timer_;
   net::steady_timer linger_timer_;
   beast::flat_buffer buffer_;
@@ -622,6 +682,9 @@ class http_connection final : public connection,
   bool stream_done_ = false;
   uint64_t write_generation_ = 0;
   uint64_t idle_generation_ = 0;
+  uint64_t head_generation_ = 0;
+  // No request was read yet: its head is due from the connection's start.
+  bool first_request_ = true;
 
   bool watching_ = false;
   bool read_after_watch_ = false;
@@ -642,10 +705,11 @@ void event_poster::operator()(F fn) const {
 
 }  // namespace
 
-void start_connection(server_state& state, tcp::socket socket, bool reject) {
+void start_connection(server_state& state, tcp::socket socket, const std::string& address,
+                      refusal why) {
   auto conn = std::make_shared<http_connection>(state, std::move(socket));
-  state.add_connection(conn);
-  net::post(conn->executor(), [conn, reject] { conn->start(reject); });
+  state.add_connection(conn, address);
+  net::post(conn->executor(), [conn, why] { conn->start(why); });
 }
 
 }  // namespace conveyor::server::detail
