@@ -89,7 +89,8 @@ struct batcher {
   int64_t max_queued_requests = 1024;
   /// Prompt tokens waiting beyond this are rejected (queue full).
   int64_t max_queued_tokens = 1048576;
-  /// Deadline of a request that sets none, in seconds; 0 means no deadline.
+  /// Deadline of a request that sets none, in seconds; 0 means no deadline. At most a year
+  /// (`max_timeout_s`).
   int64_t default_timeout_s = 0;
 };
 
@@ -125,8 +126,13 @@ struct server {
   int64_t max_header_bytes = 16384;
   /// An idle connection is closed after this many seconds.
   int64_t idle_timeout_s = 60;
+  /// The whole request line and headers must arrive within this many seconds (from the
+  /// connection's start, or from the first byte of a later request); else 408 and close.
+  int64_t header_timeout_s = 10;
   /// Connections beyond this are refused.
   int64_t max_connections = 1024;
+  /// Connections from one client address beyond this are refused (429).
+  int64_t max_connections_per_address = 256;
   /// On shutdown, running requests get this many seconds to finish.
   int64_t drain_timeout_s = 10;
   /// Threads that run the sockets.

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/deadline.hpp"
 #include "config/config.hpp"
 
 namespace conveyor::config::detail {
@@ -195,7 +196,7 @@ void fields(V& v, S& x) {
   v("max_batched_tokens", x.max_batched_tokens, at_least(1));
   v("max_queued_requests", x.max_queued_requests, at_least(1));
   v("max_queued_tokens", x.max_queued_tokens, at_least(1));
-  v("default_timeout_s", x.default_timeout_s, at_least(0));
+  v("default_timeout_s", x.default_timeout_s, between(0, int64_t(max_timeout_s)));
 }
 
 /// The keys of `[generation]`.
@@ -222,7 +223,9 @@ void fields(V& v, S& x) {
   v("max_body_bytes", x.max_body_bytes, at_least(1));
   v("max_header_bytes", x.max_header_bytes, at_least(1));
   v("idle_timeout_s", x.idle_timeout_s, at_least(1));
+  v("header_timeout_s", x.header_timeout_s, between(1, 86400));
   v("max_connections", x.max_connections, at_least(1));
+  v("max_connections_per_address", x.max_connections_per_address, at_least(1));
   v("drain_timeout_s", x.drain_timeout_s, at_least(0));
   v("io_threads", x.io_threads, at_least(1));
 }

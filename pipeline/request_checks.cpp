@@ -1,6 +1,10 @@
 // The pipeline's own checks of a request.
 #include "pipeline/request_checks.hpp"
 
+#include <sstream>
+
+#include "common/deadline.hpp"
+
 namespace conveyor::pipeline {
 
 std::optional<std::string> check_request(const generation_params& p, double timeout_s) {
@@ -9,6 +13,13 @@ std::optional<std::string> check_request(const generation_params& p, double time
   if (!(p.top_p > 0 && p.top_p <= 1)) return std::string{"top_p must be in (0, 1]"};
   if (p.top_k < 0) return std::string{"top_k must not be negative"};
   if (!(timeout_s >= 0)) return std::string{"timeout must not be negative"};
+  // Beyond this, seconds in nanoseconds overflow the deadline, which would expire at once.
+  if (timeout_s > max_timeout_s) {
+    std::ostringstream out;
+    out << "timeout must be at most " << int64_t(max_timeout_s) << " seconds (a year), got "
+        << timeout_s;
+    return out.str();
+  }
   return std::nullopt;
 }
 

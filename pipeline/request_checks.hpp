@@ -9,8 +9,8 @@
 
 namespace conveyor::pipeline {
 
-/// The problem with `params` and `timeout_s` (seconds, 0 for the default), or nullopt when the
-/// pipeline can run them.
+/// The problem with `params` and `timeout_s` (seconds, 0 for the default, at most
+/// `max_timeout_s`), or nullopt when the pipeline can run them.
 std::optional<std::string> check_request(const generation_params& params, double timeout_s);
 
 }  // namespace conveyor::pipeline

@@ -42,7 +42,8 @@ struct completion_request {
   std::vector<std::string> stop;
   /// Scheduling priority; higher runs earlier. 0 is normal.
   int32_t priority = 0;
-  /// Deadline in seconds from arrival (> 0); absent means the backend's own limit.
+  /// Deadline in seconds from arrival, in (0, max_timeout_s] (common/deadline.hpp); absent means
+  /// the backend's own limit.
   std::optional<double> timeout_s;
 };
 

@@ -1,10 +1,11 @@
-// One HTTP connection: reads requests with Beast, routes them, runs completions on the backend
-// and writes responses and event streams. Everything here runs on the connection's strand;
-// backend threads only post onto it.
+// One HTTP connection: the per-connection state machine and its I/O. Reads requests with
+// Beast, asks the router where they go, runs completions as completion_tasks on the backend,
+// writes through the response_writer, and watches for the client going away. Everything here
+// runs on the connection's strand; backend threads only post onto it.
+#include "server/connection.hpp"
+
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <limits>
 #include <optional>
 #include <string>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 // GCC 12 with sanitizers sees a false "maybe uninitialized" boost::optional inside Beast 1.74's
 // parser; silence that one warning for Beast's headers only.
 #pragma GCC diagnostic push
@@ -23,23 +23,23 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #pragma GCC diagnostic pop
 #include <spdlog/spdlog.h>
 
 #include "chat/chat_template.hpp"
 #include "common/error.hpp"
+#include "server/completion_task.hpp"
 #include "server/errors.hpp"
 #include "server/openai.hpp"
-#include "server/server_state.hpp"
+#include "server/response_writer.hpp"
+#include "server/router.hpp"
 
 namespace conveyor::server::detail {
 
 namespace {
 
 namespace beast = boost::beast;
-namespace http = beast::http;
 using error_code = boost::system::error_code;
 using steady = std::chrono::steady_clock;
 
@@ -48,55 +48,6 @@ constexpr std::chrono::milliseconds linger_time{500};
 
 // Bytes read per read while watching a busy connection for a disconnect.
 constexpr std::size_t watch_chunk = 4096;
-
-// The Date header's value (RFC 7231 IMF-fixdate).
-std::string http_date() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  auto n = std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return std::string(buf, n);
-}
-
-std::string reason_of(unsigned status) {
-  if (status == 499) return "Client Closed Request";
-  auto reason = http::obsolete_reason(http::int_to_status(status));
-  return std::string{reason.data(), reason.size()};
-}
-
-std::string hex(std::size_t n) {
-  char buf[32];
-  auto len = std::snprintf(buf, sizeof(buf), "%zx", n);
-  return std::string(buf, static_cast<std::size_t>(len));
-}
-
-// A name/value pair of an extra response header.
-using header_field = std::pair<std::string, std::string>;
-
-// One choice of the completion being answered.
-struct choice_state {
-  // The backend's grip on it; reset once it ended.
-  std::shared_ptr<request_handle> handle;
-  // Text so far (non-streamed answers only).
-  std::string text;
-  std::string finish_reason;
-  completion_usage usage;
-  bool done = false;
-  // A chat stream sent this choice's first chunk (the assistant role).
-  bool role_sent = false;
-};
-
-// The completion a connection is answering.
-struct completion_job {
-  // Matches the events of this job; events of older jobs are dropped.
-  uint64_t serial = 0;
-  completion_meta meta;
-  bool stream = false;
-  bool include_usage = false;
-  std::vector<choice_state> choices;
-  std::size_t remaining = 0;
-};
 
 class http_connection;
 
@@ -117,25 +68,34 @@ class http_connection final : public connection,
         socket_(std::move(socket)),
         executor_(socket_.get_executor()),
         idle_timer_(executor_),
+        head_timer_(executor_),
         write_timer_(executor_),
-        linger_timer_(executor_) {}
+        linger_timer_(executor_),
+        writer_(socket_) {}
 
   ~http_connection() override {
-    // Only during the io_context's destruction can a job still be here.
-    if (job_) cancel_job_requests();
+    // Only during the io_context's destruction can a task still be here; its destructor
+    // cancels what still runs.
+    task_.reset();
     st_.remove_connection(this);
   }
 
   /// The strand; immutable, so any thread may read it.
   const net::any_io_executor& executor() const { return executor_; }
 
-  void start(bool reject) {
-    if (reject) {
+  void start(refusal why) {
+    if (why != refusal::none) {
       state_ = conn_state::busy;
-      keep_alive_ = false;
+      framing_.keep_alive = false;
       method_ = "-";
-      respond_error(503, "server_error", "the server has too many open connections", "",
-                    "too_many_connections", 1);
+      if (why == refusal::server_full)
+        respond_error(503, "server_error", "the server has too many open connections", "",
+                      "too_many_connections", 1);
+      else
+        respond_error(429, "rate_limit_error",
+                      "too many open connections from your address (at most " +
+                          std::to_string(st_.options.max_connections_per_address) + ")",
+                      "", "too_many_connections_per_address", 1);
       return;
     }
     do_read();
@@ -148,59 +108,20 @@ class http_connection final : public connection,
   // -- backend events (on the strand) ------------------------------------------------------------
 
   void on_text(uint64_t serial, std::size_t index, std::string text) {
-    auto* job = live_job(serial, index);
-    if (!job) return;
-    if (!job->stream) {
-      job->choices[index].text += text;
-      return;
-    }
-    if (text.empty()) return;
-    send_role(*job, index);
-    if (!job_) return;
-    send_event(render_chunk(job->meta, index, text, std::nullopt));
+    if (auto* task = live_task(serial, index)) deliver(task->on_text(index, std::move(text)));
   }
 
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
-    auto* job = live_job(serial, index);
-    if (!job) return;
-    auto& choice = job->choices[index];
-    choice.done = true;
-    choice.handle.reset();
-    choice.finish_reason = std::move(finish_reason);
-    choice.usage = usage;
-    job->remaining -= 1;
-    if (job->stream) {
-      send_role(*job, index);
-      if (!job_) return;
-      send_event(render_chunk(job->meta, index, "", choice.finish_reason));
-      if (!job_) return;  // the client was too slow and is gone
-    }
-    if (job->remaining > 0) return;
-    if (job->stream) {
-      if (job->include_usage) send_event(render_usage_chunk(job->meta, total_usage(*job)));
-      if (!job_) return;
-      send_event_text("data: [DONE]\n\n");
-      if (!job_) return;
-      end_job();
-      end_stream();
-      return;
-    }
-    std::vector<choice_result> results;
-    results.reserve(job->choices.size());
-    for (auto& c : job->choices)
-      results.push_back({std::move(c.text), std::move(c.finish_reason), c.usage});
-    auto body = render_completion(job->meta, results);
-    end_job();
-    respond(200, "application/json", std::move(body));
+    if (auto* task = live_task(serial, index))
+      deliver(task->on_finish(index, std::move(finish_reason), usage));
   }
 
   void on_error(uint64_t serial, std::size_t index, ec code, std::string message) {
-    auto* job = live_job(serial, index);
-    if (!job) return;
-    job->choices[index].done = true;
-    job->choices[index].handle.reset();
-    fail_job(code, message);
+    auto* task = live_task(serial, index);
+    if (!task) return;
+    task->on_error(index);
+    fail_task(code, message);
   }
 
   void on_metrics(uint64_t serial, std::string text) {
@@ -240,14 +161,62 @@ class http_connection final : public connection,
       if (!ec && generation == self->idle_generation_ && self->state_ == conn_state::reading)
         self->hard_close();
     });
+    // The first request's head is due from the connection's start; a later one's from its
+    // first byte (until then the connection is idle).
+    if (first_request_ || buffer_.size() > 0) {
+      read_head();
+      return;
+    }
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code) {
+      if (self->state_ == conn_state::reading) self->read_head();
+    });
+  }
+
+  // Reads the request line and headers, which must all arrive within `header_timeout`.
+  void read_head() {
+    auto generation = ++head_generation_;
+    head_timer_.expires_after(st_.options.header_timeout);
+    head_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
+      if (!ec && generation == self->head_generation_ && self->state_ == conn_state::reading)
+        self->on_head_timeout();
+    });
     http::async_read_header(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
   }
 
+  // The head did not arrive in time (a slowloris, or a stalled client): 408 when part of it
+  // came, else a plain close.
+  void on_head_timeout() {
+    st_.counters.count_head_timeout();
+    bool got_some = buffer_.size() > 0 || parser_->got_some();
+    spdlog::debug("closing a connection: its request head did not arrive within {} ms",
+                  st_.options.header_timeout.count());
+    ++idle_generation_;
+    idle_timer_.cancel();
+    if (!got_some) {
+      hard_close();
+      return;
+    }
+    // End the pending header read (it finds the connection busy and does nothing), then answer.
+    error_code ignored;
+    socket_.cancel(ignored);
+    state_ = conn_state::busy;
+    framing_.keep_alive = false;
+    method_ = "-";
+    target_ = "-";
+    started_ = steady::now();
+    respond_error(408, "invalid_request_error",
+                  "the request line and headers did not arrive within " +
+                      std::to_string(st_.options.header_timeout.count()) + " ms",
+                  "", "request_timeout");
+  }
+
   // The header is in (the body limit is already checked against Content-Length): answer
   // "Expect: 100-continue" (curl sends it for bodies over 1 KiB), then read the body.
   void on_header(error_code ec) {
+    ++head_generation_;
+    head_timer_.cancel();
     if (state_ != conn_state::reading) return;
     if (ec || parser_->is_done()) {
       on_read(ec);
@@ -255,7 +224,7 @@ class http_connection final : public connection,
     }
     const auto& header = parser_->get();
     if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
-      pending_ += "HTTP/1.1 100 Continue\r\n\r\n";
+      writer_.queue_continue();
       flush();
     }
     http::async_read(
@@ -269,7 +238,7 @@ class http_connection final : public connection,
     if (state_ != conn_state::reading) return;
     if (ec) {
       state_ = conn_state::busy;
-      keep_alive_ = false;
+      framing_.keep_alive = false;
       method_ = "-";
       target_ = "-";
       started_ = steady::now();
@@ -298,49 +267,40 @@ class http_connection final : public connection,
     handle(std::move(req));
   }
 
-  // -- routing -----------------------------------------------------------------------------------
+  // -- dispatching -------------------------------------------------------------------------------
 
   void handle(http::request<http::string_body> req) {
     state_ = conn_state::busy;
+    first_request_ = false;
     started_ = steady::now();
-    keep_alive_ = req.keep_alive() && !st_.draining && !shutdown_requested_;
-    http10_ = req.version() < 11;
+    framing_.keep_alive = req.keep_alive() && !st_.draining && !shutdown_requested_;
+    framing_.http10 = req.version() < 11;
     method_ = std::string{req.method_string()};
     target_ = std::string{req.target()};
-    auto path = std::string_view{target_}.substr(0, std::string_view{target_}.find('?'));
-    auto method = req.method();
-    auto only = [&](http::verb allowed, const char* allow) {
-      if (method == allowed) return true;
-      respond_error(405, "invalid_request_error",
-                    "method " + method_ + " is not allowed on " + std::string{path}, "",
-                    "method_not_allowed", 0, {{"Allow", allow}});
-      return false;
-    };
-    if (path == "/v1/completions") {
-      if (only(http::verb::post, "POST")) handle_completion(req.body(), api_kind::completions);
-    } else if (path == "/v1/chat/completions" && st_.options.chat_template) {
-      if (only(http::verb::post, "POST"))
-        handle_completion(req.body(), api_kind::chat_completions);
-    } else if (path == "/v1/models") {
-      if (only(http::verb::get, "GET"))
-        respond(200, "application/json", render_models(st_.model, st_.created_at));
-    } else if (path == "/health") {
-      if (only(http::verb::get, "GET")) handle_health();
-    } else if (path == "/metrics") {
-      if (only(http::verb::get, "GET")) handle_metrics();
-    } else {
-      respond_error(404, "invalid_request_error", "no such endpoint: " + std::string{path}, "",
-                    "not_found");
+    auto routed = route(req.method(), method_, target_, st_.options.chat_template != nullptr);
+    if (auto* refusal = std::get_if<error_answer>(&routed)) {
+      respond_answer(*refusal);
+      return;
     }
-  }
-
-  void handle_health() {
-    if (st_.draining)
-      respond(503, "application/json", R"({"status":"draining"})");
-    else if (!st_.ready)
-      respond(503, "application/json", R"({"status":"loading"})");
-    else
-      respond(200, "application/json", R"({"status":"ok"})");
+    switch (std::get<endpoint>(routed)) {
+      case endpoint::completions:
+        handle_completion(req.body(), api_kind::completions);
+        break;
+      case endpoint::chat_completions:
+        handle_completion(req.body(), api_kind::chat_completions);
+        break;
+      case endpoint::models:
+        respond(200, "application/json", render_models(st_.model, st_.created_at));
+        break;
+      case endpoint::health: {
+        auto [status, body] = health_answer(st_.ready, st_.draining);
+        respond(status, "application/json", std::move(body));
+        break;
+      }
+      case endpoint::metrics:
+        handle_metrics();
+        break;
+    }
   }
 
   void handle_metrics() {
@@ -362,42 +322,31 @@ class http_connection final : public connection,
 
   void handle_completion(const std::string& body, api_kind kind) {
     if (st_.draining || shutdown_requested_) {
-      keep_alive_ = false;
+      framing_.keep_alive = false;
       respond_ec(ec::shutting_down, "the server is shutting down and takes no new requests");
       return;
     }
-    auto parsed =
-        kind == api_kind::chat_completions
-            ? parse_chat_body(body, st_.backend.defaults(), *st_.options.chat_template)
-            : parse_completion_body(body, st_.backend.defaults(), st_.options.max_prompts);
-    if (auto* err = std::get_if<body_error>(&parsed)) {
-      respond_error(400, "invalid_request_error", err->message, err->param,
-                    to_string(ec::bad_request));
+    request_context ctx;
+    ctx.served_model = st_.model;
+    ctx.defaults = st_.backend.defaults();
+    ctx.chat_template = st_.options.chat_template.get();
+    ctx.max_prompts = st_.options.max_prompts;
+    auto read = read_completion_request(body, kind, ctx);
+    if (auto* refusal = std::get_if<error_answer>(&read)) {
+      respond_answer(*refusal);
       return;
     }
-    auto& request = std::get<completion_body>(parsed);
-    auto job = std::make_unique<completion_job>();
-    job->serial = ++serial_;
-    job->meta = completion_meta{make_completion_id(kind), unix_now(), st_.model, kind};
-    job->stream = request.stream;
-    job->include_usage = request.include_usage;
-    job->choices.resize(request.requests.size());
-    job->remaining = request.requests.size();
-    auto serial = job->serial;
-    job_ = std::move(job);
+    auto& request = std::get<completion_body>(read);
+    auto serial = ++serial_;
+    task_ = std::make_unique<completion_task>(
+        serial, completion_meta{make_completion_id(kind), unix_now(), st_.model, kind},
+        request.stream, request.include_usage, request.requests.size());
     st_.job_started();
     start_watch();
-    for (std::size_t i = 0; i < request.requests.size(); ++i) {
-      std::shared_ptr<request_handle> handle;
-      try {
-        handle = st_.backend.submit(std::move(request.requests[i]), make_events(serial, i));
-      } catch (const std::exception& e) {
-        fail_job(ec::internal, std::string{"the backend failed to take the request: "} + e.what());
-        return;
-      }
-      // Events are posted, so the job is still here even if the backend already answered.
-      job_->choices[i].handle = std::move(handle);
-    }
+    auto failure =
+        task_->submit(st_.backend, std::move(request.requests),
+                      [this, serial](std::size_t index) { return make_events(serial, index); });
+    if (failure) fail_task(ec::internal, *failure);
   }
 
   // -- completions -------------------------------------------------------------------------------
@@ -425,69 +374,58 @@ class http_connection final : public connection,
     return events;
   }
 
-  // A chat stream opens each choice with a chunk carrying the assistant role, before its first
-  // text or its end.
-  void send_role(completion_job& job, std::size_t index) {
-    auto& choice = job.choices[index];
-    if (job.meta.kind != api_kind::chat_completions || choice.role_sent) return;
-    choice.role_sent = true;
-    send_event(render_role_chunk(job.meta, index));
+  // The running task when an event of (serial, index) still matters, else nullptr.
+  completion_task* live_task(uint64_t serial, std::size_t index) {
+    if (state_ != conn_state::busy || !task_ || task_->serial() != serial) return nullptr;
+    return task_->accepts(index) ? task_.get() : nullptr;
   }
 
-  // The running job when an event of (serial, index) still matters, else nullptr.
-  completion_job* live_job(uint64_t serial, std::size_t index) {
-    if (state_ != conn_state::busy || !job_ || job_->serial != serial) return nullptr;
-    if (index >= job_->choices.size() || job_->choices[index].done) return nullptr;
-    return job_.get();
-  }
-
-  static completion_usage total_usage(const completion_job& job) {
-    completion_usage total;
-    for (const auto& c : job.choices) {
-      total.prompt_tokens += c.usage.prompt_tokens;
-      total.completion_tokens += c.usage.completion_tokens;
+  // Writes what the task answered to an event; ends the task when it finished. Sending may
+  // close the connection (a slow client), which drops the task: checked after each event.
+  void deliver(task_output out) {
+    for (const auto& event : out.events) {
+      send_event(event);
+      if (!task_) return;
     }
-    return total;
+    if (!out.finished) return;
+    if (task_->stream()) {
+      end_task();
+      end_stream();
+      return;
+    }
+    end_task();
+    respond(200, "application/json", std::move(out.body));
   }
 
-  // Ends the job with an error: cancels its other choices and tells the client, as an HTTP
+  // Ends the task with an error: cancels its other choices and tells the client, as an HTTP
   // error when nothing was sent yet, else as a last stream event.
-  void fail_job(ec code, const std::string& message) {
-    cancel_job_requests();
+  void fail_task(ec code, const std::string& message) {
+    if (task_) task_->cancel();
     auto info = to_http_error(code);
     if (code != ec::cancelled)
       spdlog::debug("{} {}: {} ({})", method_, target_, message, to_string(code));
     if (stream_started_) {
       send_event(render_error(message, info.type, "", to_string(code)));
-      if (!job_) return;
-      end_job();
+      if (!task_) return;
+      end_task();
       end_stream();
       return;
     }
-    end_job();
+    end_task();
     respond_ec(code, message);
   }
 
-  void cancel_job_requests() {
-    if (!job_) return;
-    for (auto& c : job_->choices) {
-      if (c.handle && !c.done) c.handle->cancel();
-      c.handle.reset();
-      c.done = true;
-    }
-  }
-
-  void end_job() {
-    if (!job_) return;
-    job_.reset();
+  void end_task() {
+    if (!task_) return;
+    task_.reset();
     st_.job_ended();
   }
 
-  // Drops the job (cancelling its requests) because the client cannot be answered any more.
-  void abandon_job() {
-    if (!job_) return;
-    cancel_job_requests();
-    end_job();
+  // Drops the task (cancelling its requests) because the client cannot be answered any more.
+  void abandon_task() {
+    if (!task_) return;
+    task_->cancel();
+    end_task();
   }
 
   // -- writing -----------------------------------------------------------------------------------
@@ -495,12 +433,7 @@ class http_connection final : public connection,
   // Queues a whole response; the connection reads the next request once it is written.
   void respond(unsigned status, std::string_view content_type, std::string body,
                const std::vector<header_field>& extra = {}) {
-    auto head = response_head(status, extra);
-    head += "Content-Type: ";
-    head += content_type;
-    head += "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-    pending_ += head;
-    pending_ += body;
+    writer_.queue_response(make_response(status, content_type, std::move(body), framing_, extra));
     response_done(status);
   }
 
@@ -513,52 +446,31 @@ class http_connection final : public connection,
     respond(status, "application/json", render_error(message, type, param, code), extra);
   }
 
+  void respond_answer(const error_answer& a) {
+    respond_error(a.status, a.type, a.message, a.param, a.code, 0, a.extra);
+  }
+
   void respond_ec(ec code, const std::string& message) {
     auto info = to_http_error(code);
     respond_error(info.status, info.type, message, "", to_string(code), info.retry_after_s);
   }
 
-  std::string response_head(unsigned status, const std::vector<header_field>& extra) {
-    std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason_of(status) + "\r\n";
-    head += "Server: conveyor\r\nDate: " + http_date() + "\r\n";
-    if (!keep_alive_)
-      head += "Connection: close\r\n";
-    else if (http10_)
-      head += "Connection: keep-alive\r\n";
-    for (const auto& [name, value] : extra) head += name + ": " + value + "\r\n";
-    return head;
-  }
-
-  // Sends the head of an event stream once: chunked for HTTP/1.1, close-delimited for 1.0.
+  // Queues the head of an event stream once: chunked for HTTP/1.1, close-delimited for 1.0.
   void start_stream() {
     if (stream_started_) return;
     stream_started_ = true;
-    if (http10_) keep_alive_ = false;
-    std::string head = response_head(200, {});
-    head +=
-        "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
-    if (!http10_) head += "Transfer-Encoding: chunked\r\n";
-    head += "\r\n";
-    pending_ += head;
+    if (framing_.http10) framing_.keep_alive = false;
+    writer_.queue_stream_head(framing_);
     st_.counters.count_response(200);
   }
 
-  void send_event(const std::string& json) { send_event_text("data: " + json + "\n\n"); }
-
-  // Queues one server-sent event; cuts a client off that lets too much pile up.
-  void send_event_text(const std::string& event) {
+  void send_event(const std::string& payload) {
     start_stream();
-    if (http10_) {
-      pending_ += event;
-    } else {
-      pending_ += hex(event.size());
-      pending_ += "\r\n";
-      pending_ += event;
-      pending_ += "\r\n";
-    }
-    if (pending_.size() > st_.options.max_stream_buffer_bytes) {
+    writer_.queue_stream_data("data: " + payload + "\n\n");
+    // Cut a client off that lets too much pile up.
+    if (writer_.queued_stream_bytes() > st_.options.max_stream_buffer_bytes) {
       spdlog::warn("{} {}: the client reads too slowly ({} bytes unsent), closing it", method_,
-                   target_, pending_.size());
+                   target_, writer_.queued_stream_bytes());
       st_.counters.count_slow_client();
       hard_close();
       return;
@@ -567,9 +479,9 @@ class http_connection final : public connection,
   }
 
   void end_stream() {
-    if (!http10_) pending_ += "0\r\n\r\n";
+    writer_.queue_stream_end();
     stream_done_ = true;
-    if (!writing_) finish_response_if_flushed();
+    if (!writer_.writing()) finish_response_if_flushed();
     flush();
   }
 
@@ -581,35 +493,28 @@ class http_connection final : public connection,
   }
 
   void flush() {
-    if (writing_ || pending_.empty()) return;
     if (state_ == conn_state::closed || state_ == conn_state::lingering) return;
-    writing_ = true;
-    out_.swap(pending_);
-    pending_.clear();
+    if (!writer_.flush([self = shared_from_this()](error_code ec) { self->on_write(ec); }))
+      return;
     auto generation = ++write_generation_;
     write_timer_.expires_after(st_.options.idle_timeout);
     write_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
-      if (ec || generation != self->write_generation_ || !self->writing_) return;
+      if (ec || generation != self->write_generation_ || !self->writer_.writing()) return;
       spdlog::warn("{} {}: the client stopped reading, closing it", self->method_, self->target_);
       self->st_.counters.count_slow_client();
       self->hard_close();
     });
-    net::async_write(
-        socket_, net::buffer(out_),
-        [self = shared_from_this()](error_code ec, std::size_t) { self->on_write(ec); });
   }
 
   void on_write(error_code ec) {
-    writing_ = false;
     ++write_generation_;
     write_timer_.cancel();
-    out_.clear();
     if (state_ == conn_state::closed) return;
     if (ec) {
       client_gone("writing failed: " + ec.message());
       return;
     }
-    if (!pending_.empty()) {
+    if (!writer_.idle()) {
       flush();
       return;
     }
@@ -618,11 +523,11 @@ class http_connection final : public connection,
 
   // Once the whole response is written: closes, or reads the next request.
   void finish_response_if_flushed() {
-    if (!stream_done_ || writing_ || !pending_.empty() || state_ != conn_state::busy) return;
+    if (!stream_done_ || !writer_.idle() || state_ != conn_state::busy) return;
     stream_done_ = false;
     log_access();
     stream_started_ = false;
-    if (!keep_alive_ || shutdown_requested_ || st_.draining) {
+    if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
     }
@@ -684,7 +589,7 @@ class http_connection final : public connection,
   // -- closing -----------------------------------------------------------------------------------
 
   void client_gone(const std::string& why) {
-    if (job_) {
+    if (task_) {
       spdlog::debug("{} {}: {}; cancelling the request", method_, target_, why);
       st_.counters.count_client_gone();
     }
@@ -698,9 +603,9 @@ class http_connection final : public connection,
         hard_close();
         break;
       case conn_state::busy:
-        keep_alive_ = false;
-        if (job_) {
-          fail_job(ec::shutting_down, "the server shut down before the request finished");
+        framing_.keep_alive = false;
+        if (task_) {
+          fail_task(ec::shutting_down, "the server shut down before the request finished");
         } else if (metrics_serial_ != 0) {
           metrics_serial_ = 0;
           respond_ec(ec::shutting_down, "the server is shutting down");
@@ -717,7 +622,7 @@ class http_connection final : public connection,
   // its side, so that it reads our response instead of a reset.
   void graceful_close() {
     if (state_ == conn_state::closed || state_ == conn_state::lingering) return;
-    abandon_job();
+    abandon_task();
     state_ = conn_state::lingering;
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
@@ -731,11 +636,14 @@ class http_connection final : public connection,
   void hard_close() {
     if (state_ == conn_state::closed) return;
     state_ = conn_state::closed;
-    abandon_job();
+    abandon_task();
+    writer_.clear();
     metrics_serial_ = 0;
     ++idle_generation_;
+    ++head_generation_;
     ++write_generation_;
     idle_timer_.cancel();
+    head_timer_.cancel();
     write_timer_.cancel();
     linger_timer_.cancel();
     error_code ignored;
@@ -749,32 +657,34 @@ class http_connection final : public connection,
   tcp::socket socket_;
   const net::any_io_executor executor_;
   net::steady_timer idle_timer_;
+  // The deadline of the request head being read.
+  net::steady_timer head_timer_;
   net::steady_timer write_timer_;
   net::steady_timer linger_timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   conn_state state_ = conn_state::reading;
+  response_writer writer_;
 
   // The request being answered.
   uint64_t serial_ = 0;
-  std::unique_ptr<completion_job> job_;
+  std::unique_ptr<completion_task> task_;
   uint64_t metrics_serial_ = 0;
-  bool keep_alive_ = true;
-  bool http10_ = false;
+  framing framing_;
   std::string method_;
   std::string target_;
   steady::time_point started_;
   unsigned response_status_ = 0;
 
-  // Writing: `out_` is being written, `pending_` waits.
-  std::string out_;
-  std::string pending_;
-  bool writing_ = false;
+  // The head of an event stream is queued.
   bool stream_started_ = false;
   // The whole response is queued; once it is written the connection moves on.
   bool stream_done_ = false;
   uint64_t write_generation_ = 0;
   uint64_t idle_generation_ = 0;
+  uint64_t head_generation_ = 0;
+  // No request was read yet: its head is due from the connection's start.
+  bool first_request_ = true;
 
   bool watching_ = false;
   bool read_after_watch_ = false;
@@ -795,10 +705,11 @@ void event_poster::operator()(F fn) const {
 
 }  // namespace
 
-void start_connection(server_state& state, tcp::socket socket, bool reject) {
+void start_connection(server_state& state, tcp::socket socket, const std::string& address,
+                      refusal why) {
   auto conn = std::make_shared<http_connection>(state, std::move(socket));
-  state.add_connection(conn);
-  net::post(conn->executor(), [conn, reject] { conn->start(reject); });
+  state.add_connection(conn, address);
+  net::post(conn->executor(), [conn, why] { conn->start(why); });
 }
 
 }  // namespace conveyor::server::detail

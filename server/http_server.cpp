@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/prometheus.hpp"
+#include "server/connection.hpp"
 #include "server/server_state.hpp"
 
 namespace conveyor::server {
@@ -38,6 +39,12 @@ std::string http_counters::render(std::size_t open_connections, int64_t running_
                 "Completions cancelled because their client went away.", client_gone_.load());
   write_counter(out, "conveyor_http_slow_client_disconnects_total",
                 "Connections closed because their client read too slowly.", slow_clients_.load());
+  write_counter(out, "conveyor_http_request_head_timeouts_total",
+                "Connections closed because their request head did not arrive in time.",
+                head_timeouts_.load());
+  write_counter(out, "conveyor_http_refused_connections_total",
+                "Connections refused at accept: too many open, in all or from one address.",
+                refused_.load());
   return out;
 }
 
@@ -57,19 +64,33 @@ server_state::server_state(server_options opts, completion_backend& be)
       control(net::make_strand(io)),
       acceptor(control),
       drain_timer(control),
-      accept_retry(control) {}
+      accept_retry(control),
+      refusal_log_timer(control) {}
 
-void server_state::add_connection(const std::shared_ptr<connection>& conn) {
+void server_state::add_connection(const std::shared_ptr<connection>& conn,
+                                  const std::string& address) {
   std::lock_guard<std::mutex> lock{registry_mutex};
-  connections.emplace(conn.get(), conn);
+  connections.emplace(conn.get(), registered_connection{conn, address});
+  per_address[address] += 1;
 }
 
 void server_state::remove_connection(const connection* conn) {
   {
     std::lock_guard<std::mutex> lock{registry_mutex};
-    connections.erase(conn);
+    auto it = connections.find(conn);
+    if (it != connections.end()) {
+      auto count = per_address.find(it->second.address);
+      if (count != per_address.end() && --count->second == 0) per_address.erase(count);
+      connections.erase(it);
+    }
   }
   registry_cv.notify_all();
+}
+
+std::size_t server_state::connections_from(const std::string& address) {
+  std::lock_guard<std::mutex> lock{registry_mutex};
+  auto it = per_address.find(address);
+  return it == per_address.end() ? 0 : it->second;
 }
 
 std::size_t server_state::connection_count() {
@@ -82,8 +103,8 @@ void server_state::shutdown_connections() {
   {
     std::lock_guard<std::mutex> lock{registry_mutex};
     live.reserve(connections.size());
-    for (auto& [ptr, weak] : connections)
-      if (auto conn = weak.lock()) live.push_back(std::move(conn));
+    for (auto& [ptr, entry] : connections)
+      if (auto conn = entry.conn.lock()) live.push_back(std::move(conn));
   }
   for (auto& conn : live) conn->shutdown();
 }
@@ -111,6 +132,49 @@ std::string server_state::metrics_text() {
 
 namespace {
 
+// "refusing a connection ..." with its count when several were held back.
+void write_refusal_line(const server_state& st, refusal why, const std::string& address,
+                        const log_limiter::line& line) {
+  std::string repeats;
+  if (line.count > 1)
+    repeats = fmt::format(
+        " (x{} in the last {} s)", line.count,
+        std::chrono::duration_cast<std::chrono::seconds>(line.span).count());
+  if (why == refusal::server_full)
+    spdlog::warn("refusing a connection: {} connections are open{}", st.options.max_connections,
+                 repeats);
+  else
+    spdlog::warn("refusing a connection from {}: {} connections from one address are open{}",
+                 address, st.options.max_connections_per_address, repeats);
+}
+
+// Flushes the counts held back once the interval passed; on `control`.
+void flush_refusal_logs(server_state& st) {
+  auto now = log_limiter::clock::now();
+  if (auto line = st.refused_full_log.flush(now))
+    write_refusal_line(st, refusal::server_full, "", *line);
+  if (auto line = st.refused_address_log.flush(now))
+    write_refusal_line(st, refusal::address_full, st.last_refused_address, *line);
+}
+
+// Writes (or holds back and counts) one refusal's warning; on `control`.
+void log_refusal(server_state& st, refusal why, const std::string& address) {
+  auto& limiter = why == refusal::server_full ? st.refused_full_log : st.refused_address_log;
+  if (why == refusal::address_full) st.last_refused_address = address;
+  if (auto line = limiter.note(log_limiter::clock::now())) {
+    write_refusal_line(st, why, address, *line);
+    return;
+  }
+  if (st.refusal_log_timer_armed) return;
+  // Report the end of the burst one interval later.
+  st.refusal_log_timer_armed = true;
+  st.refusal_log_timer.expires_after(st.options.log_repeat_interval);
+  st.refusal_log_timer.async_wait([&st](boost::system::error_code ec) {
+    st.refusal_log_timer_armed = false;
+    if (!ec) flush_refusal_logs(st);
+  });
+}
+
 // Accepts connections one after another, on `control`.
 void accept_next(server_state& st) {
   st.acceptor.async_accept(net::make_strand(st.io), [&st](boost::system::error_code ec,
@@ -125,12 +189,20 @@ void accept_next(server_state& st) {
       });
       return;
     }
-    bool reject = st.connection_count() >= st.options.max_connections;
-    if (reject)
-      spdlog::warn("refusing a connection: {} connections are open", st.options.max_connections);
     boost::system::error_code ignored;
+    auto peer = socket.remote_endpoint(ignored);
+    auto address = ignored ? std::string{"?"} : peer.address().to_string();
+    auto why = refusal::none;
+    if (st.connection_count() >= st.options.max_connections)
+      why = refusal::server_full;
+    else if (st.connections_from(address) >= st.options.max_connections_per_address)
+      why = refusal::address_full;
+    if (why != refusal::none) {
+      st.counters.count_refused();
+      log_refusal(st, why, address);
+    }
     socket.set_option(tcp::no_delay{true}, ignored);
-    start_connection(st, std::move(socket), reject);
+    start_connection(st, std::move(socket), address, why);
     accept_next(st);
   });
 }
@@ -140,6 +212,7 @@ void close_acceptor(server_state& st) {
   boost::system::error_code ignored;
   st.acceptor.close(ignored);
   st.accept_retry.cancel();
+  st.refusal_log_timer.cancel();
 }
 
 std::string url_host(const std::string& host) {

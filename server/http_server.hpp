@@ -36,8 +36,17 @@ struct server_options {
   /// How long a connection may wait for its next request (keep-alive), take to send one, or
   /// leave one write of ours unread before it is closed.
   std::chrono::milliseconds idle_timeout{60'000};
+  /// The whole request line and headers must arrive within this: counted from the
+  /// connection's start for its first request, from the first byte for later ones (waiting
+  /// for that byte is `idle_timeout`). A head that is late gets 408; nothing at all, a close.
+  std::chrono::milliseconds header_timeout{10'000};
   /// Open connections at most; a connection beyond this gets 503 and is closed.
   std::size_t max_connections = 1024;
+  /// Open connections from one client address at most; one beyond this gets 429 and is closed.
+  std::size_t max_connections_per_address = 256;
+  /// A repeated warning (refusing connections) is written at most once per this interval,
+  /// with the count of the ones held back.
+  std::chrono::milliseconds log_repeat_interval{10'000};
   /// How long `begin_drain` lets running requests finish before it cancels them.
   std::chrono::milliseconds drain_timeout{30'000};
   /// Bytes of a stream that may wait unsent for a slow client; beyond this the client's

@@ -60,6 +60,7 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   auto proto = parse_sampling(obj, defaults);
   completion_body result;
   parse_stream(obj, result);
+  if (auto* model = find(obj, "model")) result.model = model->get<std::string>();
   result.requests.reserve(prompts.size());
   for (auto& prompt : prompts) {
     result.requests.push_back(proto);

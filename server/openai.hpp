@@ -37,6 +37,8 @@ struct completion_body {
   bool stream = false;
   /// `stream_options.include_usage`: a last stream chunk carries the usage.
   bool include_usage = false;
+  /// `model` as the client named it; absent (or null) leaves the choice to the server.
+  std::optional<std::string> model;
 };
 
 /// Why a body was refused: a 400 with `param` naming the field.

@@ -97,6 +97,7 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
       obj, defaults, find(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
   completion_body result;
   parse_stream(obj, result);
+  if (auto* model = find(obj, "model")) result.model = model->get<std::string>();
   auto prompt = tmpl.render(messages, true);
   if (!prompt) fail("messages", message_of(prompt.error()));
   proto.prompt = std::move(prompt->text);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/deadline.hpp"
+
 namespace conveyor::server::detail {
 
 std::string dump(const json& j) {
@@ -145,6 +147,10 @@ completion_request parse_sampling(const json& obj, const completion_defaults& de
     if (!(*timeout > 0.0) || !std::isfinite(*timeout))
       fail("timeout",
            "'timeout' must be a positive number of seconds, got " + json(*timeout).dump());
+    // Seconds beyond this would overflow the nanosecond deadline and expire at once.
+    if (*timeout > max_timeout_s)
+      fail("timeout", "'timeout' must be at most " + std::to_string(int64_t(max_timeout_s)) +
+                          " seconds (a year), got " + json(*timeout).dump());
     proto.timeout_s = *timeout;
   }
 

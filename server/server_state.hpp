@@ -1,5 +1,5 @@
 // Internal: what the acceptor and every connection of one http_server share. Asio types only;
-// Beast stays inside connection.cpp.
+// Beast stays inside the connection's files (connection, router, response_writer).
 #pragma once
 
 #include <atomic>
@@ -22,6 +22,7 @@
 
 #include "server/backend.hpp"
 #include "server/http_server.hpp"
+#include "server/log_limiter.hpp"
 
 namespace conveyor::server::detail {
 
@@ -63,6 +64,12 @@ class http_counters {
   /// Counts one connection closed because its client read too slowly.
   void count_slow_client() { slow_clients_ += 1; }
 
+  /// Counts one connection closed because its request head did not arrive in time.
+  void count_head_timeout() { head_timeouts_ += 1; }
+
+  /// Counts one connection refused at accept (too many in all, or from one address).
+  void count_refused() { refused_ += 1; }
+
   /// Renders the counters as Prometheus text, with the open connection and running request
   /// gauges given.
   std::string render(std::size_t open_connections, int64_t running_requests) const;
@@ -72,6 +79,8 @@ class http_counters {
   std::map<unsigned, uint64_t> responses_;
   std::atomic<uint64_t> client_gone_{0};
   std::atomic<uint64_t> slow_clients_{0};
+  std::atomic<uint64_t> head_timeouts_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 /// The state of one http_server. Member order matters: the io_context is destroyed before the
@@ -112,15 +121,27 @@ struct server_state {
 
   // -- connections -------------------------------------------------------------------------------
 
-  /// Guards `connections`.
+  /// A live connection and its client's address.
+  struct registered_connection {
+    /// The connection.
+    std::weak_ptr<connection> conn;
+    /// The client's IP address, as `connections_from` counts it.
+    std::string address;
+  };
+
+  /// Guards `connections` and `per_address`.
   std::mutex registry_mutex;
   /// Notified when a connection unregisters.
   std::condition_variable registry_cv;
   /// Every live connection.
-  std::unordered_map<const connection*, std::weak_ptr<connection>> connections;
+  std::unordered_map<const connection*, registered_connection> connections;
+  /// Live connections by client address.
+  std::unordered_map<std::string, std::size_t> per_address;
 
-  /// Registers a new connection.
-  void add_connection(const std::shared_ptr<connection>& conn);
+  /// Registers a new connection from `address`.
+  void add_connection(const std::shared_ptr<connection>& conn, const std::string& address);
+  /// Number of live connections from `address`.
+  std::size_t connections_from(const std::string& address);
   /// Unregisters a connection (from its destructor).
   void remove_connection(const connection* conn);
   /// Number of live connections.
@@ -166,10 +187,19 @@ struct server_state {
   net::steady_timer accept_retry;
   /// The I/O threads.
   std::vector<std::thread> threads;
-};
 
-/// Starts serving an accepted socket (whose executor is its own strand). With `reject`, the
-/// connection only answers 503 (too many connections) and closes. Defined in connection.cpp.
-void start_connection(server_state& state, tcp::socket socket, bool reject);
+  // -- refusing connections (on `control`) -------------------------------------------------------
+
+  /// Rate-limits "refusing a connection" warnings: all connections in use.
+  log_limiter refused_full_log{options.log_repeat_interval};
+  /// Rate-limits "refusing a connection" warnings: too many from one address.
+  log_limiter refused_address_log{options.log_repeat_interval};
+  /// Writes the count of warnings held back at the end of a burst.
+  net::steady_timer refusal_log_timer;
+  /// `refusal_log_timer` is waiting.
+  bool refusal_log_timer_armed = false;
+  /// The address of the latest connection refused for its address (named by a held-back line).
+  std::string last_refused_address;
+};
 
 }  // namespace conveyor::server::detail

@@ -72,7 +72,9 @@ int run_serve(const config_flags& flags) {
   so.max_body_bytes = size_t(cfg->server.max_body_bytes);
   so.max_header_bytes = size_t(cfg->server.max_header_bytes);
   so.idle_timeout = std::chrono::seconds(cfg->server.idle_timeout_s);
+  so.header_timeout = std::chrono::seconds(cfg->server.header_timeout_s);
   so.max_connections = size_t(cfg->server.max_connections);
+  so.max_connections_per_address = size_t(cfg->server.max_connections_per_address);
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
   so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));
   server::http_server http{so, backend};

@@ -79,7 +79,9 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.server.max_body_bytes, 1048576);
   EXPECT_EQ(x.server.max_header_bytes, 16384);
   EXPECT_EQ(x.server.idle_timeout_s, 60);
+  EXPECT_EQ(x.server.header_timeout_s, 10);
   EXPECT_EQ(x.server.max_connections, 1024);
+  EXPECT_EQ(x.server.max_connections_per_address, 256);
   EXPECT_EQ(x.server.drain_timeout_s, 10);
   EXPECT_EQ(x.server.io_threads, 1);
   EXPECT_EQ(x.log.level, "info");
@@ -111,7 +113,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 37u);
+  EXPECT_EQ(all.size(), 39u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -182,7 +184,9 @@ port = 9000
 max_body_bytes = 1000
 max_header_bytes = 2000
 idle_timeout_s = 5
+header_timeout_s = 2
 max_connections = 3
+max_connections_per_address = 2
 drain_timeout_s = 0
 io_threads = 2
 
@@ -221,7 +225,9 @@ level = "debug"
   EXPECT_EQ(x.server.max_body_bytes, 1000);
   EXPECT_EQ(x.server.max_header_bytes, 2000);
   EXPECT_EQ(x.server.idle_timeout_s, 5);
+  EXPECT_EQ(x.server.header_timeout_s, 2);
   EXPECT_EQ(x.server.max_connections, 3);
+  EXPECT_EQ(x.server.max_connections_per_address, 2);
   EXPECT_EQ(x.server.drain_timeout_s, 0);
   EXPECT_EQ(x.server.io_threads, 2);
   EXPECT_EQ(x.log.level, "debug");
@@ -435,6 +441,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: batcher.max_queued_tokens: must be at least 1, got -1"},
         bad_value{"[batcher]\ndefault_timeout_s = -1\n",
                   "conveyor.toml:2: batcher.default_timeout_s: must be at least 0, got -1"},
+        bad_value{"[batcher]\ndefault_timeout_s = 10000000000\n",
+                  "conveyor.toml:2: batcher.default_timeout_s: must be at most 31536000, got "
+                  "10000000000"},
         bad_value{"[generation]\nmax_tokens = 0\n",
                   "conveyor.toml:2: generation.max_tokens: must be at least 1, got 0"},
         bad_value{"[generation]\ntemperature = -0.5\n",
@@ -464,6 +473,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: server.idle_timeout_s: must be at least 1, got 0"},
         bad_value{"[server]\nmax_connections = 0\n",
                   "conveyor.toml:2: server.max_connections: must be at least 1, got 0"},
+        bad_value{"[server]\nheader_timeout_s = 0\n",
+                  "conveyor.toml:2: server.header_timeout_s: must be at least 1, got 0"},
+        bad_value{"[server]\nheader_timeout_s = 86401\n",
+                  "conveyor.toml:2: server.header_timeout_s: must be at most 86400, got 86401"},
+        bad_value{"[server]\nmax_connections_per_address = 0\n",
+                  "conveyor.toml:2: server.max_connections_per_address: must be at least 1, got 0"},
         bad_value{"[server]\ndrain_timeout_s = -1\n",
                   "conveyor.toml:2: server.drain_timeout_s: must be at least 0, got -1"},
         bad_value{"[server]\nio_threads = 0\n",
@@ -685,7 +700,9 @@ port = 8080
 max_body_bytes = 1048576
 max_header_bytes = 16384
 idle_timeout_s = 60
+header_timeout_s = 10
 max_connections = 1024
+max_connections_per_address = 256
 drain_timeout_s = 10
 io_threads = 1
 

@@ -111,6 +111,12 @@ TEST_F(e2e_openai_python, invalid_requests_raise_bad_request_and_not_found) {
   EXPECT_EQ(result["unknown_endpoint"],
             raised("NotFoundError", 404, "invalid_request_error", nullptr, "not_found",
                    "no such endpoint: /v1/models/no-such-model"));
+  EXPECT_EQ(result["unknown_model"],
+            raised("NotFoundError", 404, "invalid_request_error", "model", "model_not_found",
+                   "The model `gpt-4` does not exist"));
+  EXPECT_EQ(result["unknown_chat_model"],
+            raised("NotFoundError", 404, "invalid_request_error", "model", "model_not_found",
+                   "The model `gpt-4` does not exist"));
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

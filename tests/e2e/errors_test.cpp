@@ -63,6 +63,23 @@ TEST(e2e_errors, bad_requests_get_400_404_405) {
             error_body("method GET is not allowed on /v1/completions", "invalid_request_error",
                        nullptr, "method_not_allowed"));
 
+  // A model the server does not serve: OpenAI's 404; leaving the model out stays allowed.
+  auto other_model = server.request("POST", "/v1/completions",
+                                    R"({"model": "gpt-4", "prompt": "Hi", "max_tokens": 2})");
+  ASSERT_TRUE(other_model);
+  EXPECT_EQ(other_model->status, 404u);
+  EXPECT_EQ(other_model->json(), error_body("The model `gpt-4` does not exist",
+                                            "invalid_request_error", "model", "model_not_found"));
+
+  // A timeout whose nanoseconds overflow the deadline is refused, not expired at once.
+  auto huge_timeout = server.request("POST", "/v1/completions",
+                                     R"({"prompt": "Hi", "max_tokens": 2, "timeout": 1e10})");
+  ASSERT_TRUE(huge_timeout);
+  EXPECT_EQ(huge_timeout->status, 400u);
+  EXPECT_EQ(huge_timeout->json(),
+            error_body("'timeout' must be at most 31536000 seconds (a year), got 10000000000.0",
+                       "invalid_request_error", "timeout", "bad_request"));
+
   // The server still works after all that.
   auto fine = server.request("POST", "/v1/completions",
                              R"({"prompt": "Once upon a time", "max_tokens": 60,

@@ -6,7 +6,8 @@ The package is pinned in tools/requirements-tests.txt and installed into tools/v
 Usage: python openai_client.py BASE_URL SCENARIO
   BASE_URL  e.g. http://127.0.0.1:PORT/v1
   SCENARIO  completions   one whole and one streamed greedy completion of "Once upon a time"
-            bad-requests  requests the server refuses as invalid (400) or unknown (404)
+            bad-requests  requests the server refuses as invalid (400) or unknown (404: an
+                          endpoint, or a model that is not served)
             busy          on a server with one slot and a queue of one: a request whose
                           deadline passes in the queue (504), one refused because the queue
                           is full (429)
@@ -129,6 +130,10 @@ def bad_requests(client):
         "prompt_too_long": refusal(lambda: client.completions.create(
             model=model, prompt="Once upon a time", max_tokens=600)),
         "unknown_endpoint": refusal(lambda: client.models.retrieve("no-such-model")),
+        "unknown_model": refusal(lambda: client.completions.create(
+            model="gpt-4", prompt="Hi", max_tokens=4)),
+        "unknown_chat_model": refusal(lambda: client.chat.completions.create(
+            model="gpt-4", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)),
     }
 
 

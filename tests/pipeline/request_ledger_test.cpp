@@ -123,4 +123,7 @@ TEST(request_checks, each_problem_is_named) {
   p = {};
   EXPECT_EQ(check_request(p, -1), "timeout must not be negative");
   EXPECT_EQ(check_request(p, 2.5), std::nullopt);
+  // 1e10 s in nanoseconds overflows the deadline's int64: refused instead of expiring at once.
+  EXPECT_EQ(check_request(p, 1e10), "timeout must be at most 31536000 seconds (a year), got 1e+10");
+  EXPECT_EQ(check_request(p, 31536000), std::nullopt);
 }

@@ -1,0 +1,113 @@
+// One completion request being answered: fan-out of prompt arrays, choices, stream events.
+#include "server/completion_task.hpp"
+
+#include <exception>
+#include <utility>
+
+namespace conveyor::server::detail {
+
+completion_task::completion_task(uint64_t serial, completion_meta meta, bool stream,
+                                 bool include_usage, std::size_t choices)
+    : serial_(serial),
+      meta_(std::move(meta)),
+      stream_(stream),
+      include_usage_(include_usage),
+      choices_(choices),
+      remaining_(choices) {}
+
+completion_task::~completion_task() {
+  cancel();
+}
+
+std::optional<std::string> completion_task::submit(
+    completion_backend& backend, std::vector<completion_request> requests,
+    const std::function<completion_events(std::size_t index)>& events_for) {
+  for (std::size_t i = 0; i < requests.size() && i < choices_.size(); ++i) {
+    try {
+      // Events are posted onto the connection's strand, so this task is still here when the
+      // backend answers from inside submit.
+      choices_[i].handle = backend.submit(std::move(requests[i]), events_for(i));
+    } catch (const std::exception& e) {
+      return std::string{"the backend failed to take the request: "} + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+bool completion_task::accepts(std::size_t index) const {
+  return index < choices_.size() && !choices_[index].done;
+}
+
+void completion_task::add_role(std::size_t index, task_output& out) {
+  auto& choice = choices_[index];
+  if (meta_.kind != api_kind::chat_completions || choice.role_sent) return;
+  choice.role_sent = true;
+  out.events.push_back(render_role_chunk(meta_, index));
+}
+
+task_output completion_task::on_text(std::size_t index, std::string text) {
+  task_output out;
+  if (!accepts(index)) return out;
+  if (!stream_) {
+    choices_[index].text += text;
+    return out;
+  }
+  if (text.empty()) return out;
+  add_role(index, out);
+  out.events.push_back(render_chunk(meta_, index, text, std::nullopt));
+  return out;
+}
+
+task_output completion_task::on_finish(std::size_t index, std::string finish_reason,
+                                       completion_usage usage) {
+  task_output out;
+  if (!accepts(index)) return out;
+  auto& choice = choices_[index];
+  choice.done = true;
+  choice.handle.reset();
+  choice.finish_reason = std::move(finish_reason);
+  choice.usage = usage;
+  remaining_ -= 1;
+  if (stream_) {
+    add_role(index, out);
+    out.events.push_back(render_chunk(meta_, index, "", choice.finish_reason));
+  }
+  if (remaining_ > 0) return out;
+  out.finished = true;
+  if (stream_) {
+    if (include_usage_) out.events.push_back(render_usage_chunk(meta_, total_usage()));
+    out.events.emplace_back("[DONE]");
+    return out;
+  }
+  std::vector<choice_result> results;
+  results.reserve(choices_.size());
+  for (auto& c : choices_)
+    results.push_back({std::move(c.text), std::move(c.finish_reason), c.usage});
+  out.body = render_completion(meta_, results);
+  return out;
+}
+
+void completion_task::on_error(std::size_t index) {
+  if (!accepts(index)) return;
+  choices_[index].done = true;
+  choices_[index].handle.reset();
+}
+
+void completion_task::cancel() {
+  for (auto& c : choices_) {
+    if (c.handle && !c.done) c.handle->cancel();
+    c.handle.reset();
+    c.done = true;
+  }
+}
+
+completion_usage completion_task::total_usage() const {
+  completion_usage total;
+  for (const auto& c : choices_) {
+    total.prompt_tokens += c.usage.prompt_tokens;
+    total.completion_tokens += c.usage.completion_tokens;
+  }
+  return total;
+}
+
+}  // namespace conveyor::server::detail

@@ -1,0 +1,97 @@
+// Internal: one completion request being answered, without sockets. It fans a prompt array out
+// into one backend request per choice, keeps the backend's grip on each, and turns each backend
+// event into what the client gets: stream events as they come, or the whole answer at the end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/backend.hpp"
+#include "server/openai.hpp"
+
+namespace conveyor::server::detail {
+
+/// What the client gets after one backend event.
+struct task_output {
+  /// Server-sent event payloads to send, in order: JSON objects, and "[DONE]" last.
+  std::vector<std::string> events;
+  /// The task is over: a stream ends after `events`, a plain answer is `body`.
+  bool finished = false;
+  /// The whole JSON answer of a plain (not streamed) completion, once finished.
+  std::string body;
+};
+
+/// One completion (or chat completion) request with its choices. Plain state: the connection
+/// calls it on its strand and writes what it returns.
+class completion_task {
+ public:
+  /// A task with `choices` choices; `serial` tells its events from those of older tasks.
+  completion_task(uint64_t serial, completion_meta meta, bool stream, bool include_usage,
+                  std::size_t choices);
+
+  /// Cancels what still runs (see `cancel`).
+  ~completion_task();
+
+  completion_task(const completion_task&) = delete;
+  completion_task& operator=(const completion_task&) = delete;
+
+  /// Matches the backend events of this task.
+  uint64_t serial() const { return serial_; }
+
+  /// Whether the answer is an event stream.
+  bool stream() const { return stream_; }
+
+  /// Submits `requests[i]` as choice i with `events_for(i)`, in order. Returns a message when
+  /// the backend throws; the choices not yet submitted are then never run.
+  std::optional<std::string> submit(
+      completion_backend& backend, std::vector<completion_request> requests,
+      const std::function<completion_events(std::size_t index)>& events_for);
+
+  /// Whether an event of choice `index` still matters (it exists and has not ended).
+  bool accepts(std::size_t index) const;
+
+  /// New text of choice `index`: a chunk when streaming (after a chat choice's role chunk),
+  /// else kept for the whole answer.
+  task_output on_text(std::size_t index, std::string text);
+
+  /// Choice `index` finished: its last chunk when streaming; once every choice finished, the
+  /// usage chunk (when asked for) and "[DONE]", or the whole answer.
+  task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage);
+
+  /// Choice `index` ended with an error (the connection then fails the task).
+  void on_error(std::size_t index);
+
+  /// Asks the backend to stop every choice still running and forgets them. Idempotent.
+  void cancel();
+
+ private:
+  struct choice_state {
+    // The backend's grip on it; reset once it ended.
+    std::shared_ptr<request_handle> handle;
+    // Text so far (plain answers only).
+    std::string text;
+    std::string finish_reason;
+    completion_usage usage;
+    bool done = false;
+    // A chat stream sent this choice's first chunk (the assistant role).
+    bool role_sent = false;
+  };
+
+  // A chat stream opens each choice with a chunk carrying the assistant role.
+  void add_role(std::size_t index, task_output& out);
+  completion_usage total_usage() const;
+
+  uint64_t serial_;
+  completion_meta meta_;
+  bool stream_;
+  bool include_usage_;
+  std::vector<choice_state> choices_;
+  std::size_t remaining_;
+};
+
+}  // namespace conveyor::server::detail

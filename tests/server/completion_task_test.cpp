@@ -1,0 +1,104 @@
+// completion_task without sockets: a prompt array fans out into one backend request per choice,
+// and backend events become the client's stream events or whole answer.
+#include "server/completion_task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace conveyor::server::test {
+namespace {
+
+using json = nlohmann::json;
+using detail::completion_task;
+
+// Records what is submitted; never answers (the test plays the backend's events itself).
+class recording_backend final : public completion_backend {
+ public:
+  struct handle final : request_handle {
+    void cancel() override { cancelled = true; }
+    bool cancelled = false;
+  };
+  std::shared_ptr<request_handle> submit(completion_request req, completion_events) override {
+    prompts.push_back(req.prompt);
+    handles.push_back(std::make_shared<handle>());
+    if (throw_at && prompts.size() == *throw_at) throw std::runtime_error("no room");
+    return handles.back();
+  }
+  std::string model_name() const override { return "m"; }
+  void collect_metrics(std::function<void(std::string)> reply) override { reply(""); }
+  std::vector<std::string> prompts;
+  std::vector<std::shared_ptr<handle>> handles;
+  std::optional<std::size_t> throw_at;
+};
+
+std::vector<completion_request> prompts(std::initializer_list<const char*> texts) {
+  std::vector<completion_request> out;
+  for (const char* t : texts) {
+    out.emplace_back();
+    out.back().prompt = t;
+  }
+  return out;
+}
+
+completion_meta meta(api_kind kind) {
+  completion_meta m;
+  m.id = "cmpl-x";
+  m.created = 7;
+  m.model = "m";
+  m.kind = kind;
+  return m;
+}
+
+completion_events no_events(std::size_t) {
+  return {};
+}
+
+TEST(completion_task, a_prompt_array_fans_out_and_answers_once_all_choices_finished) {
+  recording_backend backend;
+  completion_task task{1, meta(api_kind::completions), false, false, 2};
+  ASSERT_EQ(task.submit(backend, prompts({"a", "b"}), no_events), std::nullopt);
+  EXPECT_EQ(backend.prompts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(task.on_text(1, " two").events.empty());
+  EXPECT_TRUE(task.on_text(0, " one").events.empty());
+  auto first = task.on_finish(1, "length", {1, 1});
+  EXPECT_FALSE(first.finished);
+  EXPECT_FALSE(task.accepts(1)) << "a finished choice takes no more events";
+  auto last = task.on_finish(0, "stop", {2, 1});
+  ASSERT_TRUE(last.finished);
+  auto j = json::parse(last.body);
+  EXPECT_EQ(j["choices"][0]["text"], " one");
+  EXPECT_EQ(j["choices"][1]["text"], " two");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["total_tokens"], 5);
+}
+
+TEST(completion_task, a_chat_stream_sends_the_role_first_then_usage_and_done) {
+  recording_backend backend;
+  completion_task task{1, meta(api_kind::chat_completions), true, true, 1};
+  ASSERT_EQ(task.submit(backend, prompts({"a"}), no_events), std::nullopt);
+  auto text = task.on_text(0, "Hi");
+  ASSERT_EQ(text.events.size(), 2u);
+  EXPECT_EQ(json::parse(text.events[0])["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(json::parse(text.events[1])["choices"][0]["delta"]["content"], "Hi");
+  auto end = task.on_finish(0, "stop", {3, 1});
+  ASSERT_TRUE(end.finished);
+  ASSERT_EQ(end.events.size(), 3u);
+  EXPECT_EQ(json::parse(end.events[0])["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(json::parse(end.events[1])["usage"]["total_tokens"], 4);
+  EXPECT_EQ(end.events[2], "[DONE]");
+}
+
+TEST(completion_task, a_backend_that_throws_is_named_and_cancel_reaches_the_running_choices) {
+  recording_backend backend;
+  backend.throw_at = 2;
+  completion_task task{1, meta(api_kind::completions), false, false, 3};
+  auto failure = task.submit(backend, prompts({"a", "b", "c"}), no_events);
+  EXPECT_EQ(failure, "the backend failed to take the request: no room");
+  EXPECT_EQ(backend.prompts.size(), 2u) << "the third choice is never submitted";
+  task.cancel();
+  EXPECT_TRUE(backend.handles[0]->cancelled);
+}
+
+}  // namespace
+}  // namespace conveyor::server::test
