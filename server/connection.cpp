@@ -708,7 +708,7 @@ void event_poster::operator()(F fn) const {
 void start_connection(server_state& state, tcp::socket socket, const std::string& address,
                       refusal why) {
   auto conn = std::make_shared<http_connection>(state, std::move(socket));
-  state.add_connection(conn, address);
+  state.add_connection(conn, address, why == refusal::none);
   net::post(conn->executor(), [conn, why] { conn->start(why); });
 }
 

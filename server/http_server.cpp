@@ -68,10 +68,12 @@ server_state::server_state(server_options opts, completion_backend& be)
       refusal_log_timer(control) {}
 
 void server_state::add_connection(const std::shared_ptr<connection>& conn,
-                                  const std::string& address) {
+                                  const std::string& address, bool counted) {
   std::lock_guard<std::mutex> lock{registry_mutex};
-  connections.emplace(conn.get(), registered_connection{conn, address});
+  connections.emplace(conn.get(), registered_connection{conn, address, counted});
+  if (!counted) return;
   per_address[address] += 1;
+  counted_connections += 1;
 }
 
 void server_state::remove_connection(const connection* conn) {
@@ -79,8 +81,11 @@ void server_state::remove_connection(const connection* conn) {
     std::lock_guard<std::mutex> lock{registry_mutex};
     auto it = connections.find(conn);
     if (it != connections.end()) {
-      auto count = per_address.find(it->second.address);
-      if (count != per_address.end() && --count->second == 0) per_address.erase(count);
+      if (it->second.counted) {
+        auto count = per_address.find(it->second.address);
+        if (count != per_address.end() && --count->second == 0) per_address.erase(count);
+        counted_connections -= 1;
+      }
       connections.erase(it);
     }
   }
@@ -95,7 +100,7 @@ std::size_t server_state::connections_from(const std::string& address) {
 
 std::size_t server_state::connection_count() {
   std::lock_guard<std::mutex> lock{registry_mutex};
-  return connections.size();
+  return counted_connections;
 }
 
 void server_state::shutdown_connections() {

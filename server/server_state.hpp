@@ -127,6 +127,9 @@ struct server_state {
     std::weak_ptr<connection> conn;
     /// The client's IP address, as `connections_from` counts it.
     std::string address;
+    /// False for a connection refused at accept: it only answers 503 or 429 and closes, and
+    /// counts toward no limit (else a burst of refusals would refuse the clients after it).
+    bool counted = true;
   };
 
   /// Guards `connections` and `per_address`.
@@ -135,16 +138,19 @@ struct server_state {
   std::condition_variable registry_cv;
   /// Every live connection.
   std::unordered_map<const connection*, registered_connection> connections;
-  /// Live connections by client address.
+  /// Live counted connections by client address.
   std::unordered_map<std::string, std::size_t> per_address;
+  /// Live counted connections.
+  std::size_t counted_connections = 0;
 
-  /// Registers a new connection from `address`.
-  void add_connection(const std::shared_ptr<connection>& conn, const std::string& address);
+  /// Registers a new connection from `address`; `counted` is false for one refused at accept.
+  void add_connection(const std::shared_ptr<connection>& conn, const std::string& address,
+                      bool counted);
   /// Number of live connections from `address`.
   std::size_t connections_from(const std::string& address);
   /// Unregisters a connection (from its destructor).
   void remove_connection(const connection* conn);
-  /// Number of live connections.
+  /// Number of live connections that were not refused (what `max_connections` bounds).
   std::size_t connection_count();
   /// Calls `shutdown` on every live connection.
   void shutdown_connections();

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/ringbuffer_sink.h>
@@ -191,6 +192,31 @@ TEST_F(hardening_test, connections_from_one_address_beyond_the_limit_get_429) {
     auto r = d.request("GET", "/health");
     return r && r->status == 200;
   }));
+}
+
+TEST_F(hardening_test, refused_connections_count_toward_no_limit) {
+  // Found by tools/reliability (hostile): refused connections, while they answered and lingered,
+  // counted toward max_connections, so a burst of refusals from one address refused others.
+  server_options opts;
+  opts.max_connections = 3;
+  opts.max_connections_per_address = 1;
+  start(opts);
+  test_client a{port};
+  ASSERT_TRUE(a.request("GET", "/health"));
+  std::vector<std::unique_ptr<test_client>> refused;
+  for (int i = 0; i < 3; ++i) {
+    refused.push_back(std::make_unique<test_client>(port));
+    expect_error(refused.back()->read_response(), 429, "rate_limit_error", nullptr,
+                 "too_many_connections_per_address");
+  }
+  // The three refused ones are still open on this side; two places remain for other addresses.
+  for (const char* address : {"127.0.0.2", "127.0.0.3"}) {
+    int other = connect_from(address, port);
+    ASSERT_GE(other, 0) << "cannot connect from " << address;
+    auto answer = health_from(other);
+    ::close(other);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << address << ": " << answer;
+  }
 }
 
 TEST_F(hardening_test, a_burst_of_refusals_logs_one_line) {
