@@ -6,16 +6,15 @@
 
 namespace conveyor {
 
-namespace {
-
-/// The shortest form that reads back exactly ("2.5", "0.1", "nan").
-std::string display(double x) {
+std::string display_real(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof(buf), x);
   return std::string(buf, res.ptr);
 }
+
+namespace {
 
 std::string integer_problem(int64_t value, int64_t lo, int64_t hi) {
   if (value < lo) return "must be at least " + std::to_string(lo) + ", got " + std::to_string(value);
@@ -32,14 +31,14 @@ std::string max_tokens_problem(int64_t value) {
 std::string temperature_problem(double value) {
   if (value >= sampling_limits::min_temperature && value <= sampling_limits::max_temperature)
     return {};
-  return "must be between " + display(sampling_limits::min_temperature) + " and " +
-         display(sampling_limits::max_temperature) + ", got " + display(value);
+  return "must be between " + display_real(sampling_limits::min_temperature) + " and " +
+         display_real(sampling_limits::max_temperature) + ", got " + display_real(value);
 }
 
 std::string top_p_problem(double value) {
   if (value > sampling_limits::min_top_p_exclusive && value <= sampling_limits::max_top_p) return {};
-  return "must be greater than " + display(sampling_limits::min_top_p_exclusive) +
-         " and at most " + display(sampling_limits::max_top_p) + ", got " + display(value);
+  return "must be greater than " + display_real(sampling_limits::min_top_p_exclusive) +
+         " and at most " + display_real(sampling_limits::max_top_p) + ", got " + display_real(value);
 }
 
 std::string top_k_problem(int64_t value) {

@@ -40,6 +40,10 @@ struct sampling_limits {
   static constexpr int64_t max_top_k = std::numeric_limits<int32_t>::max();
 };
 
+/// A real in messages: the shortest form that reads back exactly ("2.5", "0.1", "1e+300"), "nan",
+/// "inf" or "-inf"; no ".0" is forced ("2"). The configuration's messages use it too.
+std::string display_real(double x);
+
 /// What is wrong with a max_tokens ("must be at least 1, got 0"), or "" when it is allowed.
 std::string max_tokens_problem(int64_t value);
 
