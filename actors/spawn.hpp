@@ -47,7 +47,7 @@ struct pipeline_handle {
 };
 
 /// The tokenizer file of `cfg`: `model.tokenizer` when set, else the one that goes with the
-/// model (model::default_tokenizer_for), resolved against the source tree like the model.
+/// model (model::default_tokenizer_for), resolved like the model (model::resolve_path).
 std::string tokenizer_file(const config::pipeline& cfg);
 
 /// Loads the model on every executor of `cfg`, spawns tokenizers, batcher, executors and metrics,

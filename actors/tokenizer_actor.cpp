@@ -3,6 +3,8 @@
 
 #include <caf/all.hpp>
 
+#include "pipeline/request_checks.hpp"
+
 namespace conveyor {
 
 tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
@@ -24,13 +26,8 @@ tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
                                                    " is outside the vocabulary (0.." +
                                                    std::to_string(tokenizer->vocab_size() - 1) +
                                                    ")");
-        const int64_t need = int64_t(seq.prompt.size()) + seq.params.max_tokens;
-        if (need > context)
-          return make_error(
-              ec::prompt_too_long,
-              "the prompt has " + std::to_string(seq.prompt.size()) + " tokens and max_tokens is " +
-                  std::to_string(seq.params.max_tokens) + ": together " + std::to_string(need) +
-                  ", more than the context of " + std::to_string(context) + " tokens");
+        if (auto problem = pipeline::check_context(seq.prompt.size(), seq.params.max_tokens, context))
+          return make_error(ec::prompt_too_long, std::move(*problem));
         return seq;
       },
   };

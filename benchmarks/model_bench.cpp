@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
+#include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
 
 using namespace conveyor::model;
@@ -43,7 +44,7 @@ double step_flops(const llama_shape& s, double tokens, double span) {
 }
 
 std::string spec_of(int64_t which) {
-  return which == 0 ? std::string{CONVEYOR_SOURCE_DIR} + "/models/stories260K/stories260K.bin"
+  return which == 0 ? resolve_path(std::string{conveyor::default_model_path})
                     : std::string{"synthetic:s15m"};
 }
 

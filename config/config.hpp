@@ -10,18 +10,17 @@
 #include <caf/error.hpp>
 
 #include "common/error.hpp"
+#include "common/install_dirs.hpp"
+#include "common/sampling.hpp"
 
 namespace conveyor::config {
 
 // -- constants
 // -------------------------------------------------------------------------------------
 
-/// The embedded model that every command uses when the configuration names none (relative to the
-/// working directory, like every relative path in the configuration).
-inline constexpr std::string_view default_model_path = "models/stories260K/stories260K.bin";
-
-/// The tokenizer of the default model; used when `model.tokenizer` is empty.
-inline constexpr std::string_view default_tokenizer_path = "models/stories260K/tok512.model";
+// The default model and its tokenizer are `conveyor::default_model_path` and
+// `conveyor::default_tokenizer_path` (common/install_dirs.hpp): relative paths, found in the
+// working directory or else in the installed data folder.
 
 // -- sections
 // --------------------------------------------------------------------------------------
@@ -94,16 +93,17 @@ struct batcher {
   int64_t default_timeout_s = 0;
 };
 
-/// `[generation]`: sampling defaults for requests that leave a field out.
+/// `[generation]`: sampling defaults for requests that leave a field out. Defaults and limits are
+/// those of conveyor::sampling_defaults and conveyor::sampling_limits.
 struct generation {
   /// Tokens to generate.
-  int64_t max_tokens = 16;
+  int64_t max_tokens = sampling_defaults{}.max_tokens;
   /// Softmax temperature; 0 is greedy.
-  double temperature = 1.0;
+  double temperature = sampling_defaults{}.temperature;
   /// Nucleus sampling mass, in (0, 1]; 1 disables it.
-  double top_p = 1.0;
+  double top_p = sampling_defaults{}.top_p;
   /// Sample among the k most likely tokens; 0 disables it.
-  int64_t top_k = 0;
+  int64_t top_k = sampling_defaults{}.top_k;
 };
 
 /// `[metrics]`: timing collection and the periodic summary.
@@ -114,7 +114,8 @@ struct metrics {
   int64_t interval_s = 10;
 };
 
-/// `[server]`: the HTTP front end.
+/// `[server]`: the HTTP front end. These member initialisers are also the defaults of
+/// server::server_options.
 struct server {
   /// Address to listen on.
   std::string host = "127.0.0.1";
@@ -137,6 +138,11 @@ struct server {
   int64_t drain_timeout_s = 10;
   /// Threads that run the sockets.
   int64_t io_threads = 1;
+  /// Bytes of a stream that may wait unsent for a slow client; beyond this its requests are
+  /// cancelled and its connection is closed.
+  int64_t max_stream_buffer_bytes = 1048576;
+  /// The most prompts in one completion request's prompt array.
+  int64_t max_prompts = 64;
 };
 
 /// `[log]`: diagnostics.

@@ -2,24 +2,15 @@
 #include "config/schema.hpp"
 
 #include "common/host_port.hpp"
+#include "common/sampling.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <set>
 
 namespace conveyor::config::detail {
 
 namespace {
-
-/// Renders a real for a message: the shortest exact form, without a forced ".0".
-std::string display_real(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), x);
-  return std::string(buf, res.ptr);
-}
 
 /// Whether `s` is one or more decimal digits.
 bool all_digits(std::string_view s) {

@@ -96,6 +96,25 @@ inline rule checked(string_check check) {
   return r;
 }
 
+// -- bounds
+// ----------------------------------------------------------------------------------------
+//
+// Every integer key has an upper bound, so that no value is narrowed or overflows where it is
+// used: counts that become int32_t, durations that become milliseconds or nanoseconds.
+
+/// The largest count kept in an int32_t (slots, context, batch sizes, tokens).
+inline constexpr int64_t max_int32 = std::numeric_limits<int32_t>::max();
+
+/// The most threads or workers of one kind (executor threads, tokenizer workers, I/O threads).
+inline constexpr int64_t max_threads = 1024;
+
+/// The longest duration, in seconds: the longest deadline (a year, common/deadline.hpp); in
+/// nanoseconds far below 2^63.
+inline constexpr int64_t max_duration_s = static_cast<int64_t>(max_timeout_s);
+
+/// Beast's limit of a request head is a uint32_t.
+inline constexpr int64_t max_header_limit = std::numeric_limits<uint32_t>::max();
+
 /// Problem of a `model.path`: refuses unknown "synthetic:" sizes.
 std::string check_model_path(std::string_view value);
 
@@ -167,17 +186,17 @@ void fields(V& v, S& x) {
 /// The keys of `[tokenizer]`.
 template <class V, class S, if_is<S, tokenizer> = 0>
 void fields(V& v, S& x) {
-  v("workers", x.workers, at_least(1));
+  v("workers", x.workers, between(1, max_threads));
 }
 
 /// The keys of one `[[executors]]` table.
 template <class V, class S, if_is<S, executor> = 0>
 void fields(V& v, S& x) {
   v("device", x.device, checked(check_device));
-  v("threads", x.threads, at_least(0));
-  v("slots", x.slots, at_least(1));
-  v("context", x.context, at_least(0));
-  v("max_batched_tokens", x.max_batched_tokens, at_least(1));
+  v("threads", x.threads, between(0, max_threads));
+  v("slots", x.slots, between(1, max_int32));
+  v("context", x.context, between(0, max_int32));
+  v("max_batched_tokens", x.max_batched_tokens, between(1, max_int32));
 }
 
 /// The keys of `[cluster]`.
@@ -190,29 +209,30 @@ void fields(V& v, S& x) {
 template <class V, class S, if_is<S, batcher> = 0>
 void fields(V& v, S& x) {
   v("policy", x.policy, one_of({"sequential", "seed", "continuous"}));
-  v("max_batch_size", x.max_batch_size, at_least(1));
-  v("max_wait_ms", x.max_wait_ms, at_least(0));
-  v("max_num_seqs", x.max_num_seqs, at_least(1));
-  v("max_batched_tokens", x.max_batched_tokens, at_least(1));
+  v("max_batch_size", x.max_batch_size, between(1, max_int32));
+  v("max_wait_ms", x.max_wait_ms, between(0, max_duration_s * 1000));
+  v("max_num_seqs", x.max_num_seqs, between(1, max_int32));
+  v("max_batched_tokens", x.max_batched_tokens, between(1, max_int32));
   v("max_queued_requests", x.max_queued_requests, at_least(1));
   v("max_queued_tokens", x.max_queued_tokens, at_least(1));
-  v("default_timeout_s", x.default_timeout_s, between(0, int64_t(max_timeout_s)));
+  v("default_timeout_s", x.default_timeout_s, between(0, max_duration_s));
 }
 
 /// The keys of `[generation]`.
 template <class V, class S, if_is<S, generation> = 0>
 void fields(V& v, S& x) {
-  v("max_tokens", x.max_tokens, at_least(1));
-  v("temperature", x.temperature, real_between(0.0, std::numeric_limits<double>::max()));
-  v("top_p", x.top_p, real_between(0.0, 1.0, true));
-  v("top_k", x.top_k, at_least(0));
+  using limits = sampling_limits;
+  v("max_tokens", x.max_tokens, between(limits::min_max_tokens, limits::max_max_tokens));
+  v("temperature", x.temperature, real_between(limits::min_temperature, limits::max_temperature));
+  v("top_p", x.top_p, real_between(limits::min_top_p_exclusive, limits::max_top_p, true));
+  v("top_k", x.top_k, between(limits::min_top_k, limits::max_top_k));
 }
 
 /// The keys of `[metrics]`.
 template <class V, class S, if_is<S, metrics> = 0>
 void fields(V& v, S& x) {
   v("enabled", x.enabled, any());
-  v("interval_s", x.interval_s, at_least(0));
+  v("interval_s", x.interval_s, between(0, max_duration_s));
 }
 
 /// The keys of `[server]`.
@@ -221,13 +241,15 @@ void fields(V& v, S& x) {
   v("host", x.host, non_empty());
   v("port", x.port, between(0, 65535));
   v("max_body_bytes", x.max_body_bytes, at_least(1));
-  v("max_header_bytes", x.max_header_bytes, at_least(1));
-  v("idle_timeout_s", x.idle_timeout_s, at_least(1));
+  v("max_header_bytes", x.max_header_bytes, between(1, max_header_limit));
+  v("idle_timeout_s", x.idle_timeout_s, between(1, max_duration_s));
   v("header_timeout_s", x.header_timeout_s, between(1, 86400));
-  v("max_connections", x.max_connections, at_least(1));
-  v("max_connections_per_address", x.max_connections_per_address, at_least(1));
-  v("drain_timeout_s", x.drain_timeout_s, at_least(0));
-  v("io_threads", x.io_threads, at_least(1));
+  v("max_connections", x.max_connections, between(1, max_int32));
+  v("max_connections_per_address", x.max_connections_per_address, between(1, max_int32));
+  v("drain_timeout_s", x.drain_timeout_s, between(0, max_duration_s));
+  v("io_threads", x.io_threads, between(1, max_threads));
+  v("max_stream_buffer_bytes", x.max_stream_buffer_bytes, at_least(1));
+  v("max_prompts", x.max_prompts, between(1, max_int32));
 }
 
 /// The keys of `[log]`.

@@ -147,19 +147,18 @@ int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
 /// Bytes of one number in `dtype`.
 int64_t bytes_per_element(compute_dtype dtype);
 
-/// Resolves a model or tokenizer path: as given when it exists, else relative to the source tree
-/// (so that the default "models/stories260K/..." works from any directory). Specs such as
+/// Resolves a model or tokenizer path with `resolve_data_path` (common/install_dirs.hpp): as given
+/// when it exists relative to the working directory, else under the installed data folder (so
+/// that the default "models/stories260K/..." works from any directory). Specs such as
 /// "synthetic:s15m" and "trivial" are returned unchanged.
 std::string resolve_path(const std::string& path);
 
 /// The shape a model spec will have, read without loading the weights.
 expected<llama_shape> shape_of(const std::string& spec);
 
-/// The embedded default model (models/stories260K/stories260K.bin in the source tree).
-std::string default_model_path();
-
 /// The tokenizer to use with a model spec when none is given: DIR/tokenizer.json for a model
-/// directory, tok512.model beside a checkpoint when present, else the embedded default tokenizer.
+/// directory, tok512.model beside a checkpoint when present, else the default tokenizer
+/// (`default_tokenizer_path`, resolved like `resolve_path`).
 std::string default_tokenizer_for(const std::string& model_spec);
 
 /// Sets the number of threads torch and the BLAS use in this process.

@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 
@@ -104,12 +105,8 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
 }
 
 std::string resolve_path(const std::string& path) {
-  if (path.empty() || path == "trivial" || path.rfind("synthetic:", 0) == 0) return path;
-  if (path[0] == '/' || file_exists(path) || is_directory(path)) return path;
-  auto source_dir = std::string{CONVEYOR_DEFAULT_MODEL_DIR};
-  source_dir = directory_of(directory_of(source_dir));  // models/stories260K -> repo root
-  auto candidate = source_dir + "/" + path;
-  return file_exists(candidate) || is_directory(candidate) ? candidate : path;
+  if (path == "trivial" || path.rfind("synthetic:", 0) == 0) return path;
+  return resolve_data_path(path);
 }
 
 expected<llama_shape> shape_of(const std::string& spec) {
@@ -123,10 +120,6 @@ expected<llama_shape> shape_of(const std::string& spec) {
   return read_llama2c_shape(spec);
 }
 
-std::string default_model_path() {
-  return std::string{CONVEYOR_DEFAULT_MODEL_DIR} + "/stories260K.bin";
-}
-
 std::string default_tokenizer_for(const std::string& model_spec) {
   if (is_directory(model_spec)) return model_spec + "/tokenizer.json";
   if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
@@ -135,7 +128,7 @@ std::string default_tokenizer_for(const std::string& model_spec) {
     auto bin = directory_of(model_spec) + "/tokenizer.model";
     if (file_exists(bin)) return bin;
   }
-  return std::string{CONVEYOR_DEFAULT_MODEL_DIR} + "/tok512.model";
+  return resolve_data_path(std::string{default_tokenizer_path});
 }
 
 void set_compute_threads(int32_t threads) {

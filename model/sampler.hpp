@@ -6,16 +6,18 @@
 #include <utility>
 #include <vector>
 
+#include "common/sampling.hpp"
+
 namespace conveyor::model {
 
 /// How one request picks its next token.
 struct sampling_params {
   /// 0 means greedy (argmax); otherwise logits are divided by it before the softmax.
-  float temperature = 1.0f;
+  float temperature = sampling_defaults{}.temperature;
   /// Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (1 = all).
-  float top_p = 1.0f;
+  float top_p = sampling_defaults{}.top_p;
   /// Keep only the top_k most likely tokens (0 = all).
-  int32_t top_k = 0;
+  int32_t top_k = sampling_defaults{}.top_k;
   /// Seed of this request's generator: the same seed gives the same tokens, whatever else
   /// shares the batch.
   uint64_t seed = 0;

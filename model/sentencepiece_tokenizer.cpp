@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/install_dirs.hpp"
 #include "model/spm_shim/sentencepiece_shim.hpp"
 #include "model/tokenizer.hpp"
 
@@ -42,11 +43,21 @@ struct shim_api {
   decltype(&conveyor_spm_eos_id) eos_id = nullptr;
 };
 
-/// Opens the shim: the file named by $CONVEYOR_SPM_SHIM, else the one this build made.
-expected<shim_api> open_shim() {
+/// The shim's file: $CONVEYOR_SPM_SHIM when set, else PREFIX/lib/conveyor/ (where the build tree
+/// puts it too), else its bare name for the dynamic linker's search (LD_LIBRARY_PATH, ...).
+std::string shim_path() {
   const char* from_env = std::getenv("CONVEYOR_SPM_SHIM");
-  const std::string path =
-      from_env != nullptr && *from_env != '\0' ? from_env : CONVEYOR_SPM_SHIM_PATH;
+  if (from_env != nullptr && *from_env != '\0') return from_env;
+  const auto dir = private_library_dir();
+  const std::string name = CONVEYOR_SPM_SHIM_NAME;
+  std::error_code err;
+  if (!dir.empty() && std::filesystem::exists(dir + "/" + name, err)) return dir + "/" + name;
+  return name;
+}
+
+/// Opens the shim (see shim_path).
+expected<shim_api> open_shim() {
+  const std::string path = shim_path();
 #if CONVEYOR_ASAN
   // AddressSanitizer aborts the process on RTLD_DEEPBIND. A link-map namespace of the shim's own
   // (dlmopen) keeps the two protobufs apart as well; the shim is built without sanitizers and

@@ -10,6 +10,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "common/error.hpp"
+#include "common/sampling.hpp"
 #include "pipeline/timing.hpp"
 
 namespace conveyor {
@@ -45,10 +46,10 @@ inline std::chrono::steady_clock::time_point to_time_point(stamp s) {
 
 /// Sampling and stopping of one request.
 struct generation_params {
-  int32_t max_tokens = 16;
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;
+  int32_t max_tokens = sampling_defaults{}.max_tokens;
+  float temperature = sampling_defaults{}.temperature;
+  float top_p = sampling_defaults{}.top_p;
+  int32_t top_k = sampling_defaults{}.top_k;
   uint64_t seed = 0;
   std::vector<std::string> stop;
   /// Generate exactly max_tokens, ignoring end tokens (benchmarks on random weights do).

@@ -4,14 +4,17 @@
 #include <sstream>
 
 #include "common/deadline.hpp"
+#include "common/sampling.hpp"
 
 namespace conveyor::pipeline {
 
 std::optional<std::string> check_request(const generation_params& p, double timeout_s) {
-  if (p.max_tokens < 1) return "max_tokens must be at least 1, got " + std::to_string(p.max_tokens);
-  if (!(p.temperature >= 0)) return std::string{"temperature must not be negative"};
-  if (!(p.top_p > 0 && p.top_p <= 1)) return std::string{"top_p must be in (0, 1]"};
-  if (p.top_k < 0) return std::string{"top_k must not be negative"};
+  if (auto problem = max_tokens_problem(p.max_tokens); !problem.empty())
+    return "max_tokens " + problem;
+  if (auto problem = temperature_problem(p.temperature); !problem.empty())
+    return "temperature " + problem;
+  if (auto problem = top_p_problem(p.top_p); !problem.empty()) return "top_p " + problem;
+  if (auto problem = top_k_problem(p.top_k); !problem.empty()) return "top_k " + problem;
   if (!(timeout_s >= 0)) return std::string{"timeout must not be negative"};
   // Beyond this, seconds in nanoseconds overflow the deadline, which would expire at once.
   if (timeout_s > max_timeout_s) {
@@ -21,6 +24,15 @@ std::optional<std::string> check_request(const generation_params& p, double time
     return out.str();
   }
   return std::nullopt;
+}
+
+std::optional<std::string> check_context(std::size_t prompt_tokens, int32_t max_tokens,
+                                         int32_t context) {
+  const int64_t need = int64_t(prompt_tokens) + max_tokens;
+  if (need <= context) return std::nullopt;
+  return "the prompt has " + std::to_string(prompt_tokens) + " tokens and max_tokens is " +
+         std::to_string(max_tokens) + ": together " + std::to_string(need) +
+         ", more than the context of " + std::to_string(context) + " tokens";
 }
 
 }  // namespace conveyor::pipeline

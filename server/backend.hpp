@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/sampling.hpp"
+
 namespace conveyor {
 
 // Declared in common/error.hpp; an opaque declaration keeps CAF headers out of this one.
@@ -28,14 +30,14 @@ struct completion_request {
   /// Whether the tokenizer puts BOS before the prompt; false when the prompt is a rendered
   /// chat template that writes `bos_token` itself.
   bool add_bos = true;
-  /// Most tokens to generate, >= 1.
-  int32_t max_tokens = 16;
-  /// Sampling temperature in [0, 2]; 0 means greedy.
-  float temperature = 1.0f;
-  /// Nucleus sampling mass in (0, 1]; 1 disables it.
-  float top_p = 1.0f;
-  /// Sample from the k most likely tokens, >= 0; 0 disables it.
-  int32_t top_k = 0;
+  /// Most tokens to generate (limits of these four: conveyor::sampling_limits).
+  int32_t max_tokens = sampling_defaults{}.max_tokens;
+  /// Sampling temperature; 0 means greedy.
+  float temperature = sampling_defaults{}.temperature;
+  /// Nucleus sampling mass; 1 disables it.
+  float top_p = sampling_defaults{}.top_p;
+  /// Sample from the k most likely tokens; 0 disables it.
+  int32_t top_k = sampling_defaults{}.top_k;
   /// Seed of this request's sampler; absent means any.
   std::optional<uint64_t> seed;
   /// Stop strings (none empty); generation ends before the first one that appears.
@@ -47,17 +49,9 @@ struct completion_request {
   std::optional<double> timeout_s;
 };
 
-/// Values the server uses for fields that a request leaves out.
-struct completion_defaults {
-  /// Default of `max_tokens` (OpenAI's is 16).
-  int32_t max_tokens = 16;
-  /// Default of `temperature`.
-  float temperature = 1.0f;
-  /// Default of `top_p`.
-  float top_p = 1.0f;
-  /// Default of `top_k` (0 = off).
-  int32_t top_k = 0;
-};
+/// Values the server uses for fields that a request leaves out (`conveyor serve` sets them from
+/// the configuration's `[generation]`, checked at start).
+using completion_defaults = sampling_defaults;
 
 /// Token counts of one finished completion.
 struct completion_usage {

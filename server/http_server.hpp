@@ -9,6 +9,7 @@
 #include <string>
 #include <system_error>
 
+#include "config/config.hpp"
 #include "server/backend.hpp"
 
 namespace conveyor::chat {
@@ -21,39 +22,43 @@ namespace detail {
 struct server_state;
 }  // namespace detail
 
-/// Settings of the HTTP server; defaults in place.
+/// Settings of the HTTP server; the defaults are those of the configuration's `[server]`
+/// (config::server, the one place they are written).
 struct server_options {
   /// Address or host name to listen on ("0.0.0.0" or "::" for all interfaces).
-  std::string host = "127.0.0.1";
+  std::string host = config::server{}.host;
   /// TCP port; 0 picks any free one (see `http_server::port()`).
-  uint16_t port = 8080;
+  uint16_t port = static_cast<uint16_t>(config::server{}.port);
   /// Threads that run the connections (Asio threads), >= 1.
-  int32_t io_threads = 2;
+  int32_t io_threads = static_cast<int32_t>(config::server{}.io_threads);
   /// Largest request body; a larger one gets 413.
-  std::size_t max_body_bytes = 1024 * 1024;
+  std::size_t max_body_bytes = static_cast<std::size_t>(config::server{}.max_body_bytes);
   /// Largest request line plus headers; larger ones get 431.
-  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_header_bytes = static_cast<std::size_t>(config::server{}.max_header_bytes);
   /// How long a connection may wait for its next request (keep-alive), take to send one, or
   /// leave one write of ours unread before it is closed.
-  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds{config::server{}.idle_timeout_s};
   /// The whole request line and headers must arrive within this: counted from the
   /// connection's start for its first request, from the first byte for later ones (waiting
   /// for that byte is `idle_timeout`). A head that is late gets 408; nothing at all, a close.
-  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds header_timeout =
+      std::chrono::seconds{config::server{}.header_timeout_s};
   /// Open connections at most; a connection beyond this gets 503 and is closed.
-  std::size_t max_connections = 1024;
+  std::size_t max_connections = static_cast<std::size_t>(config::server{}.max_connections);
   /// Open connections from one client address at most; one beyond this gets 429 and is closed.
-  std::size_t max_connections_per_address = 256;
+  std::size_t max_connections_per_address =
+      static_cast<std::size_t>(config::server{}.max_connections_per_address);
   /// A repeated warning (refusing connections) is written at most once per this interval,
   /// with the count of the ones held back.
   std::chrono::milliseconds log_repeat_interval{10'000};
   /// How long `begin_drain` lets running requests finish before it cancels them.
-  std::chrono::milliseconds drain_timeout{30'000};
+  std::chrono::milliseconds drain_timeout = std::chrono::seconds{config::server{}.drain_timeout_s};
   /// Bytes of a stream that may wait unsent for a slow client; beyond this the client's
   /// requests are cancelled and its connection is closed.
-  std::size_t max_stream_buffer_bytes = 1024 * 1024;
+  std::size_t max_stream_buffer_bytes =
+      static_cast<std::size_t>(config::server{}.max_stream_buffer_bytes);
   /// Most prompts in one request's prompt array.
-  std::size_t max_prompts = 64;
+  std::size_t max_prompts = static_cast<std::size_t>(config::server{}.max_prompts);
   /// The chat template `POST /v1/chat/completions` renders conversations with; null answers
   /// that endpoint with 404.
   std::shared_ptr<const chat::chat_template> chat_template;

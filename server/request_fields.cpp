@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/deadline.hpp"
+#include "common/sampling.hpp"
 
 namespace conveyor::server::detail {
 
@@ -116,20 +117,26 @@ std::vector<std::string> get_stop(const json& obj) {
 
 completion_request parse_sampling(const json& obj, const completion_defaults& defaults,
                                   const char* max_tokens_field) {
+  // Only the client's fields are checked here, against conveyor::sampling_limits; the defaults
+  // were checked against the same limits when the configuration loaded.
+  using limits = sampling_limits;
   completion_request proto;
-  proto.max_tokens =
-      static_cast<int32_t>(get_integer(obj, max_tokens_field, 1, std::numeric_limits<int32_t>::max())
-                               .value_or(defaults.max_tokens));
-  auto temperature = get_number(obj, "temperature").value_or(defaults.temperature);
-  if (!(temperature >= 0.0 && temperature <= 2.0))
-    fail("temperature", "'temperature' must be between 0 and 2, got " + json(temperature).dump());
-  proto.temperature = static_cast<float>(temperature);
-  auto top_p = get_number(obj, "top_p").value_or(defaults.top_p);
-  if (!(top_p > 0.0 && top_p <= 1.0))
-    fail("top_p", "'top_p' must be greater than 0 and at most 1, got " + json(top_p).dump());
-  proto.top_p = static_cast<float>(top_p);
+  proto.max_tokens = static_cast<int32_t>(
+      get_integer(obj, max_tokens_field, limits::min_max_tokens, limits::max_max_tokens)
+          .value_or(defaults.max_tokens));
+  proto.temperature = defaults.temperature;
+  if (auto temperature = get_number(obj, "temperature")) {
+    if (auto problem = temperature_problem(*temperature); !problem.empty())
+      fail("temperature", "'temperature' " + problem);
+    proto.temperature = static_cast<float>(*temperature);
+  }
+  proto.top_p = defaults.top_p;
+  if (auto top_p = get_number(obj, "top_p")) {
+    if (auto problem = top_p_problem(*top_p); !problem.empty()) fail("top_p", "'top_p' " + problem);
+    proto.top_p = static_cast<float>(*top_p);
+  }
   proto.top_k = static_cast<int32_t>(
-      get_integer(obj, "top_k", 0, std::numeric_limits<int32_t>::max()).value_or(defaults.top_k));
+      get_integer(obj, "top_k", limits::min_top_k, limits::max_top_k).value_or(defaults.top_k));
   if (auto* seed = find(obj, "seed")) {
     // Any 64-bit integer; negative seeds keep their two's-complement bits.
     if (seed->is_number_unsigned())

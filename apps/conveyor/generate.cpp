@@ -8,11 +8,13 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/conveyor/commands.hpp"
-#include "config/config.hpp"
+#include "common/install_dirs.hpp"
+#include "common/sampling.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "model/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
+#include "pipeline/request_checks.hpp"
 
 namespace conveyor::app {
 
@@ -20,13 +22,14 @@ namespace {
 
 struct generate_options {
   std::string prompt;
+  /// generate's own default (run.c's 256 steps); the sampling defaults are everyone's.
   int32_t max_tokens = 256;
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;
+  float temperature = sampling_defaults{}.temperature;
+  float top_p = sampling_defaults{}.top_p;
+  int32_t top_k = sampling_defaults{}.top_k;
   int64_t seed = -1;
   std::vector<std::string> stop;
-  std::string model{config::default_model_path};
+  std::string model{default_model_path};
   std::string tokenizer;
   int32_t threads = 0;
   std::string dtype = "auto";
@@ -43,6 +46,16 @@ int fail(const std::string& message) {
 
 int run_generate(const generate_options& o) {
   setup_logging(o.log_level);
+  generation_params params;
+  params.max_tokens = o.max_tokens;
+  params.temperature = o.temperature;
+  params.top_p = o.top_p;
+  params.top_k = o.top_k;
+  params.stop = o.stop;
+  params.ignore_eos = o.ignore_eos;
+  params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  // The limits of a request's fields (conveyor::sampling_limits), before anything loads.
+  if (auto problem = pipeline::check_request(params, 0)) return fail(*problem);
   if (o.threads > 0) model::set_compute_threads(o.threads);
   const auto model_spec = model::resolve_path(o.model);
   const auto tokenizer_path = model::resolve_path(
@@ -65,18 +78,9 @@ int run_generate(const generate_options& o) {
   sequence_request req;
   req.id = 1;
   req.prompt = (*tok)->encode(o.prompt, true);
-  const int32_t context = (*m)->context();
-  if (int64_t(req.prompt.size()) + o.max_tokens > context)
-    return fail("the prompt has " + std::to_string(req.prompt.size()) +
-                " tokens and --max-tokens is " + std::to_string(o.max_tokens) +
-                ": together more than the context of " + std::to_string(context) + " tokens");
-  req.params.max_tokens = o.max_tokens;
-  req.params.temperature = o.temperature;
-  req.params.top_p = o.top_p;
-  req.params.top_k = o.top_k;
-  req.params.stop = o.stop;
-  req.params.ignore_eos = o.ignore_eos;
-  req.params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  if (auto problem = pipeline::check_context(req.prompt.size(), o.max_tokens, (*m)->context()))
+    return fail(*problem);
+  req.params = std::move(params);
   req.times.arrival = now_stamp();
   pipeline::executor_core core{"cpu:0", std::move(*m), *tok};
   pipeline::step_output admitted;
@@ -123,19 +127,17 @@ command_fn add_generate(CLI::App& app) {
                                  "Generate text for one prompt and print it as it "
                                  "is produced (the prompt first); tokens/s on stderr");
   cmd->add_option("--prompt,-p", o->prompt, "The prompt text")->required();
-  cmd->add_option("--max-tokens,-n", o->max_tokens, "Most tokens to generate")
-      ->check(CLI::Range(1, 1 << 20))
+  // The limits of these four are checked by run_generate, the same as a request's.
+  cmd->add_option("--max-tokens,-n", o->max_tokens,
+                  "Most tokens to generate; the prompt and these must fit in the context")
       ->capture_default_str();
-  cmd->add_option("--temperature,-t", o->temperature, "Sampling temperature; 0 is greedy")
-      ->check(CLI::Range(0.0f, 100.0f))
+  cmd->add_option("--temperature,-t", o->temperature, "Sampling temperature in [0, 2]; 0 is greedy")
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p,
                   "Nucleus sampling: keep the most likely tokens whose "
-                  "probability adds up to P (1 keeps all)")
-      ->check(CLI::Range(0.0f, 1.0f))
+                  "probability adds up to P, in (0, 1] (1 keeps all)")
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Keep only the K most likely tokens (0 keeps all)")
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the sampler (default: random)")
       ->check(CLI::NonNegativeNumber);

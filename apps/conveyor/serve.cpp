@@ -76,6 +76,8 @@ int run_serve(const config_flags& flags) {
   so.max_connections = size_t(cfg->server.max_connections);
   so.max_connections_per_address = size_t(cfg->server.max_connections_per_address);
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
+  so.max_stream_buffer_bytes = size_t(cfg->server.max_stream_buffer_bytes);
+  so.max_prompts = size_t(cfg->server.max_prompts);
   so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));
   server::http_server http{so, backend};
   if (auto err = http.start()) {

@@ -115,6 +115,30 @@ TEST(generate, bad_input_gives_one_clear_line_and_a_failure) {
     EXPECT_EQ(r->err.find("terminate"), std::string::npos) << r->err;
 }
 
+TEST(generate, sampling_flags_obey_the_limits_of_a_request) {
+  // The limits of common/sampling.hpp, the same as the HTTP server's and the configuration's.
+  auto hot = conveyor("generate -p hi --temperature 2.5");
+  EXPECT_EQ(hot.exit_code, 1);
+  EXPECT_EQ(hot.err, "conveyor generate: temperature must be between 0 and 2, got 2.5\n");
+  auto top_p = conveyor("generate -p hi --top-p 0");
+  EXPECT_EQ(top_p.exit_code, 1);
+  EXPECT_EQ(top_p.err, "conveyor generate: top_p must be greater than 0 and at most 1, got 0\n");
+  auto too_long = conveyor("generate -p 'Once upon a time' --max-tokens 508");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_NE(too_long.err.find("conveyor generate: the prompt has 5 tokens and max_tokens is 508: "
+                              "together 513, more than the context of 512 tokens\n"),
+            std::string::npos)
+      << too_long.err;
+}
+
+TEST(serve, refuses_a_generation_default_outside_the_request_limits_at_start) {
+  // Before, the server started and answered 400 to every request that left temperature out.
+  auto r = conveyor("serve --port 0 --set generation.temperature=2.5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "conveyor serve: command line: generation.temperature: must be at most 2, got 2.5\n");
+}
+
 TEST(generate, help_explains_every_flag) {
   auto r = conveyor("generate --help");
   EXPECT_EQ(r.exit_code, 0);

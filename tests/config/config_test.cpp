@@ -84,6 +84,8 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.server.max_connections_per_address, 256);
   EXPECT_EQ(x.server.drain_timeout_s, 10);
   EXPECT_EQ(x.server.io_threads, 1);
+  EXPECT_EQ(x.server.max_stream_buffer_bytes, 1048576);
+  EXPECT_EQ(x.server.max_prompts, 64);
   EXPECT_EQ(x.log.level, "info");
   executor e;
   EXPECT_EQ(e.device, "cpu");
@@ -496,6 +498,103 @@ INSTANTIATE_TEST_SUITE_P(
             "conveyor.toml:5: batcher.max_batch_size: must not exceed the slots of "
             "executors[1].slots (4) under the seed policy, got 16"}));
 
+// Every integer key has an upper bound: nothing is narrowed (int64 to int32) or overflows when it
+// becomes milliseconds or nanoseconds. Refused with the key and the line.
+INSTANTIATE_TEST_SUITE_P(
+    upper_bounds, config_impossible,
+    testing::Values(
+        bad_value{"[[executors]]\nslots = 4294967296\n",
+                  "conveyor.toml:2: executors[0].slots: must be at most 2147483647, got 4294967296"},
+        bad_value{"[[executors]]\ncontext = 2147483648\n",
+                  "conveyor.toml:2: executors[0].context: must be at most 2147483647, got "
+                  "2147483648"},
+        bad_value{"[[executors]]\nmax_batched_tokens = 4294967297\n",
+                  "conveyor.toml:2: executors[0].max_batched_tokens: must be at most 2147483647, "
+                  "got 4294967297"},
+        bad_value{"[[executors]]\nthreads = 1025\n",
+                  "conveyor.toml:2: executors[0].threads: must be at most 1024, got 1025"},
+        bad_value{"[tokenizer]\nworkers = 100000\n",
+                  "conveyor.toml:2: tokenizer.workers: must be at most 1024, got 100000"},
+        bad_value{"[batcher]\nmax_batch_size = 4294967296\n",
+                  "conveyor.toml:2: batcher.max_batch_size: must be at most 2147483647, got "
+                  "4294967296"},
+        bad_value{"[batcher]\nmax_num_seqs = 4294967296\n",
+                  "conveyor.toml:2: batcher.max_num_seqs: must be at most 2147483647, got "
+                  "4294967296"},
+        bad_value{"[batcher]\nmax_batched_tokens = 4294967296\n",
+                  "conveyor.toml:2: batcher.max_batched_tokens: must be at most 2147483647, got "
+                  "4294967296"},
+        bad_value{"[batcher]\nmax_wait_ms = 9223372036854775807\n",
+                  "conveyor.toml:2: batcher.max_wait_ms: must be at most 31536000000, got "
+                  "9223372036854775807"},
+        bad_value{"[batcher]\ndefault_timeout_s = 10000000000\n",
+                  "conveyor.toml:2: batcher.default_timeout_s: must be at most 31536000, got "
+                  "10000000000"},
+        bad_value{"[generation]\nmax_tokens = 4294967296\n",
+                  "conveyor.toml:2: generation.max_tokens: must be at most 2147483647, got "
+                  "4294967296"},
+        bad_value{"[generation]\ntop_k = 2147483648\n",
+                  "conveyor.toml:2: generation.top_k: must be at most 2147483647, got 2147483648"},
+        bad_value{"[metrics]\ninterval_s = 9223372036854775807\n",
+                  "conveyor.toml:2: metrics.interval_s: must be at most 31536000, got "
+                  "9223372036854775807"},
+        bad_value{"[server]\nmax_header_bytes = 4294967296\n",
+                  "conveyor.toml:2: server.max_header_bytes: must be at most 4294967295, got "
+                  "4294967296"},
+        bad_value{"[server]\nidle_timeout_s = 9223372036854775807\n",
+                  "conveyor.toml:2: server.idle_timeout_s: must be at most 31536000, got "
+                  "9223372036854775807"},
+        bad_value{"[server]\ndrain_timeout_s = 9223372036854775807\n",
+                  "conveyor.toml:2: server.drain_timeout_s: must be at most 31536000, got "
+                  "9223372036854775807"},
+        bad_value{"[server]\nio_threads = 2147483648\n",
+                  "conveyor.toml:2: server.io_threads: must be at most 1024, got 2147483648"},
+        bad_value{"[server]\nmax_stream_buffer_bytes = 0\n",
+                  "conveyor.toml:2: server.max_stream_buffer_bytes: must be at least 1, got 0"},
+        bad_value{"[server]\nmax_prompts = 0\n",
+                  "conveyor.toml:2: server.max_prompts: must be at least 1, got 0"},
+        bad_value{"[server]\nmax_prompts = 4294967296\n",
+                  "conveyor.toml:2: server.max_prompts: must be at most 2147483647, got "
+                  "4294967296"}));
+
+// [generation] obeys the limits of a request's own fields, checked once at start: a default that
+// every request omitting the field would carry is refused here, naming the key.
+INSTANTIATE_TEST_SUITE_P(
+    sampling_limits, config_impossible,
+    testing::Values(
+        bad_value{"[generation]\ntemperature = 2.5\n",
+                  "conveyor.toml:2: generation.temperature: must be at most 2, got 2.5"},
+        bad_value{"\n[generation]\ntop_p = 1.0000001\n",
+                  "conveyor.toml:3: generation.top_p: must be at most 1, got 1.0000001"}));
+
+TEST(config_limits, the_largest_allowed_values_load) {
+  auto x = load_ok(
+      "[[executors]]\nslots = 2147483647\nthreads = 1024\n[batcher]\n"
+      "default_timeout_s = 31536000\nmax_wait_ms = 31536000000\n[generation]\ntemperature = 2\n"
+      "[server]\nidle_timeout_s = 31536000\ndrain_timeout_s = 31536000\nmax_prompts = 7\n"
+      "max_stream_buffer_bytes = 4096\n");
+  ASSERT_EQ(x.executors.size(), 1u);
+  EXPECT_EQ(x.executors[0].slots, 2147483647);
+  EXPECT_EQ(x.batcher.default_timeout_s, 31536000);
+  EXPECT_EQ(x.generation.temperature, 2.0);
+  EXPECT_EQ(x.server.max_prompts, 7);
+  EXPECT_EQ(x.server.max_stream_buffer_bytes, 4096);
+}
+
+TEST(config_limits, overrides_obey_the_same_bounds) {
+  pipeline x;
+  EXPECT_EQ(override_error(x, "executors", "cpu"), "");
+  EXPECT_EQ(override_error(x, "executors[0].slots", "4294967296"),
+            "command line: executors[0].slots: must be at most 2147483647, got 4294967296");
+  EXPECT_EQ(override_error(x, "generation.temperature", "2.5"),
+            "command line: generation.temperature: must be at most 2, got 2.5");
+  EXPECT_EQ(override_error(x, "server.drain_timeout_s", "9223372036854775807"),
+            "command line: server.drain_timeout_s: must be at most 31536000, got "
+            "9223372036854775807");
+  EXPECT_EQ(override_error(x, "server.max_prompts", "8"), "");
+  EXPECT_EQ(x.server.max_prompts, 8);
+}
+
 TEST(config_errors, every_problem_is_reported_in_line_order) {
   EXPECT_EQ(load_error("[server]\nport = 70000\nhots = \"x\"\n\n[batcher]\nmax_batch_size = 0\n"),
             "conveyor.toml:2: server.port: must be at most 65535, got 70000\n"
@@ -705,6 +804,8 @@ max_connections = 1024
 max_connections_per_address = 256
 drain_timeout_s = 10
 io_threads = 1
+max_stream_buffer_bytes = 1048576
+max_prompts = 64
 
 [log]
 level = "info"

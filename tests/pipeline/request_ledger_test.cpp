@@ -1,7 +1,10 @@
 // The batcher's books without CAF: a request's stages, the executors' in-flight counts, and what
 // becomes of a lost executor's requests; the pipeline's own checks of a request.
+#include <limits>
+
 #include <gtest/gtest.h>
 
+#include "config/config.hpp"
 #include "pipeline/request_checks.hpp"
 #include "pipeline/request_ledger.hpp"
 
@@ -111,19 +114,49 @@ TEST(request_checks, each_problem_is_named) {
   EXPECT_EQ(check_request(p, 0), "max_tokens must be at least 1, got 0");
   p = {};
   p.temperature = -0.5f;
-  EXPECT_EQ(check_request(p, 0), "temperature must not be negative");
+  EXPECT_EQ(check_request(p, 0), "temperature must be between 0 and 2, got -0.5");
+  p.temperature = 2.5f;
+  EXPECT_EQ(check_request(p, 0), "temperature must be between 0 and 2, got 2.5")
+      << "the same upper limit as the HTTP server's and the configuration's";
+  p.temperature = 2.0f;
+  EXPECT_EQ(check_request(p, 0), std::nullopt);
   p = {};
   p.top_p = 0;
-  EXPECT_EQ(check_request(p, 0), "top_p must be in (0, 1]");
+  EXPECT_EQ(check_request(p, 0), "top_p must be greater than 0 and at most 1, got 0");
   p.top_p = 1.5f;
-  EXPECT_EQ(check_request(p, 0), "top_p must be in (0, 1]");
+  EXPECT_EQ(check_request(p, 0), "top_p must be greater than 0 and at most 1, got 1.5");
   p = {};
   p.top_k = -1;
-  EXPECT_EQ(check_request(p, 0), "top_k must not be negative");
+  EXPECT_EQ(check_request(p, 0), "top_k must be at least 0, got -1");
   p = {};
   EXPECT_EQ(check_request(p, -1), "timeout must not be negative");
   EXPECT_EQ(check_request(p, 2.5), std::nullopt);
   // 1e10 s in nanoseconds overflows the deadline's int64: refused instead of expiring at once.
   EXPECT_EQ(check_request(p, 1e10), "timeout must be at most 31536000 seconds (a year), got 1e+10");
   EXPECT_EQ(check_request(p, 31536000), std::nullopt);
+}
+
+TEST(request_checks, generation_defaults_are_the_shipped_configurations) {
+  // config/conveyor.toml, a file outside the code, says what a request that sets nothing gets.
+  auto shipped = config::load_file(std::string{CONVEYOR_SOURCE_DIR} + "/config/conveyor.toml");
+  ASSERT_TRUE(shipped) << message_of(shipped.error());
+  const generation_params p;
+  EXPECT_EQ(p.max_tokens, shipped->generation.max_tokens);
+  EXPECT_EQ(p.temperature, shipped->generation.temperature);
+  EXPECT_EQ(p.top_p, shipped->generation.top_p);
+  EXPECT_EQ(p.top_k, shipped->generation.top_k);
+  EXPECT_EQ(check_request(p, 0), std::nullopt);
+}
+
+TEST(request_checks, a_prompt_and_its_max_tokens_must_fit_in_the_context) {
+  // stories260K's context is 512 tokens.
+  EXPECT_EQ(check_context(5, 507, 512), std::nullopt) << "exactly the context fits";
+  EXPECT_EQ(check_context(5, 508, 512),
+            "the prompt has 5 tokens and max_tokens is 508: together 513, more than the context "
+            "of 512 tokens");
+  EXPECT_EQ(check_context(600, 1, 512),
+            "the prompt has 600 tokens and max_tokens is 1: together 601, more than the context "
+            "of 512 tokens");
+  // No overflow at the ends of the ranges.
+  EXPECT_NE(check_context(size_t{1} << 40, std::numeric_limits<int32_t>::max(), 512), std::nullopt);
 }

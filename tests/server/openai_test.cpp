@@ -50,6 +50,31 @@ TEST(server_openai_parse, absent_fields_take_the_defaults) {
   EXPECT_FALSE(body.include_usage);
 }
 
+TEST(server_openai_parse, only_the_clients_fields_are_checked_against_the_limits) {
+  // The defaults come from the configuration, checked against the same limits at start
+  // (generation.temperature = 2.5 stops the server there). A request that leaves a field out is
+  // never refused over it: the server once checked the defaulted value and blamed the client.
+  completion_defaults defaults;
+  defaults.temperature = 2.5f;
+  defaults.top_p = 0.0f;
+  auto result = parse_completion_body(R"({"prompt": "hello"})", defaults, 64);
+  auto* body = std::get_if<completion_body>(&result);
+  ASSERT_NE(body, nullptr) << std::get<body_error>(result).message;
+  ASSERT_EQ(body->requests.size(), 1u);
+  EXPECT_FLOAT_EQ(body->requests[0].temperature, 2.5f);
+  EXPECT_FLOAT_EQ(body->requests[0].top_p, 0.0f);
+  // The client's own values are checked.
+  auto refused = parse_completion_body(R"({"prompt": "hello", "temperature": 2.5})", defaults, 64);
+  auto* err = std::get_if<body_error>(&refused);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->param, "temperature");
+  EXPECT_EQ(err->message, "'temperature' must be between 0 and 2, got 2.5");
+  refused = parse_completion_body(R"({"prompt": "hello", "top_p": 0})", defaults, 64);
+  err = std::get_if<body_error>(&refused);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->message, "'top_p' must be greater than 0 and at most 1, got 0");
+}
+
 TEST(server_openai_parse, every_field_is_carried) {
   auto body = parse_ok(R"({"model": "m", "prompt": "a b", "max_tokens": 7, "temperature": 0,
     "top_p": 0.9, "top_k": 40, "seed": 42, "stop": ["\n", "", "END"], "priority": -3,
