@@ -112,3 +112,27 @@ bodies = [
 ]
 for i, body in enumerate(bodies):
     write(d, "body%d.json" % i, json.dumps(body))
+
+# -- http_request: raw requests as clients send them --------------------------------------------
+d = target("http_request")
+
+
+def post(path, body, extra=b""):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+requests = {
+    "health": b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    "models-1.0": b"GET /v1/models HTTP/1.0\r\n\r\n",
+    "completion": post(b"/v1/completions", b'{"prompt": "Once upon a time", "max_tokens": 4}'),
+    "stream-chunked": b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      b"1f\r\n" + b'{"prompt": "a", "stream": true}' + b"\r\n0\r\n\r\n",
+    "chat": post(b"/v1/chat/completions", b'{"messages": [{"role": "user", "content": "Hi"}]}'),
+    "pipelined": b"GET /health HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n" +
+                 post(b"/v1/completions", b'{"prompt": "x", "stream": true}'),
+    "expect": post(b"/v1/completions", b'{"prompt": "x"}', b"Expect: 100-continue\r\n"),
+    "bad": b"BREW /pot HTTP/1.1\r\nX: \xff\r\n\r\n",
+}
+for name, raw in requests.items():
+    write(d, name, raw)

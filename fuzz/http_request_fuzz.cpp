@@ -1,0 +1,110 @@
+// Fuzz target: raw bytes into the HTTP server, over a real loopback socket, as a client would
+// send them (any method, target, headers, framing, pipelining, body). The server runs once per
+// process on a backend that answers at once; each input is written on a new connection whose
+// sending side is then shut, and the server must answer or close it without crashing, and keep
+// answering /health after it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "server/http_server.hpp"
+
+namespace {
+
+using namespace conveyor::server;
+
+/// Answers every request with its prompt's length in words, as two pieces of text.
+class instant_backend : public completion_backend {
+ public:
+  std::shared_ptr<request_handle> submit(completion_request req,
+                                         completion_events events) override {
+    struct handle : request_handle {
+      void cancel() override {}
+    };
+    events.on_text("Once upon");
+    events.on_text(" a time" + std::string(req.prompt.size() % 3, '!'));
+    events.on_finish("length", completion_usage{int32_t(req.prompt.size()), 2});
+    return std::make_shared<handle>();
+  }
+  std::string model_name() const override { return "stories260K"; }
+  void collect_metrics(std::function<void(std::string)> reply) override { reply("up 1\n"); }
+};
+
+/// Writes `bytes` to a new connection, shuts its sending side, and reads until the server
+/// closes it (or 5 s pass: a connection the server keeps after its input ended is a finding).
+/// Returns what came back.
+std::string exchange(uint16_t port, const char* bytes, size_t size) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) std::abort();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) std::abort();
+  for (size_t sent = 0; sent < size;) {
+    auto n = ::send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may close early (a bad head); that is an answer too
+    sent += size_t(n);
+  }
+  ::shutdown(fd, SHUT_WR);
+  std::string reply;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, 5000);
+    if (ready == 0) {
+      std::fprintf(stderr, "the server kept a connection open 5 s after its input ended\n");
+      std::abort();
+    }
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    reply.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return reply;
+}
+
+struct fixture {
+  instant_backend backend;
+  std::unique_ptr<http_server> server;
+  fixture() {
+    spdlog::set_level(spdlog::level::off);
+    server_options opts;
+    opts.port = 0;
+    opts.max_body_bytes = 4096;
+    opts.max_header_bytes = 2048;
+    opts.header_timeout = std::chrono::seconds{2};
+    opts.idle_timeout = std::chrono::seconds{2};
+    server = std::make_unique<http_server>(opts, backend);
+    if (server->start()) std::abort();
+    server->set_ready(true);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static fixture f;
+  auto reply = exchange(f.server->port(), reinterpret_cast<const char*>(data), size);
+  // Whatever came back is HTTP or nothing at all.
+  if (!reply.empty() && reply.rfind("HTTP/1.", 0) != 0) {
+    std::fprintf(stderr, "a reply that is not HTTP: %.80s\n", reply.c_str());
+    std::abort();
+  }
+  static const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  auto after = exchange(f.server->port(), health, sizeof health - 1);
+  if (after.rfind("HTTP/1.1 200 OK\r\n", 0) != 0) {
+    std::fprintf(stderr, "/health after the input: %.80s\n", after.c_str());
+    std::abort();
+  }
+  return 0;
+}
