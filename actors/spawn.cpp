@@ -212,8 +212,9 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   bs.default_timeout_s = double(cfg.batcher.default_timeout_s);
   auto batcher = spawn_batcher(system, bs, h.tokenizers, h.metrics);
   h.front = batcher;
-  for (const auto& e : h.executors)
-    caf::anon_send(e, atom::attach::value, batcher_ref{batcher});
+  if (options.attach_executors)
+    for (const auto& e : h.executors)
+      caf::anon_send(e, atom::attach::value, batcher_ref{batcher});
   for (const auto& address : cfg.cluster.remote)
     h.connectors.push_back(spawn_remote_connector(system, address, batcher));
   spdlog::info(

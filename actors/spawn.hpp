@@ -28,6 +28,10 @@ struct spawn_options {
   /// empty loads it on the configured device. Names, logs and metrics keep the configured device.
   /// Tests map every device to "cpu" to run a faked device list without CUDA.
   std::function<std::string(const std::string& device)> device_map;
+  /// False leaves spawn_pipeline's local executors unattached: they take no work until the
+  /// embedder sends each `(attach, batcher_ref{front})`. Tests use it to fill the waiting queue
+  /// before any executor can take from it.
+  bool attach_executors = true;
 };
 
 /// A running pipeline: the typed handle to talk to, and what it is made of.

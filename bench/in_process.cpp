@@ -76,15 +76,26 @@ sink_actor::behavior_type collector(sink_actor::stateful_pointer<collector_state
   };
 }
 
-/// Reads batch size, padding fraction and busy ratio from the pipeline's JSON snapshot.
+/// Reads batch size, padding fraction and busy ratio from the pipeline's JSON snapshot, once the
+/// metrics have heard of all `requests` (an executor sends a request's result to its sink before
+/// the timings of its steps to the metrics; up to 10 s).
 void add_pipeline_metrics(caf::actor_system& system, const pipeline_handle& pipeline,
-                          run_summary& summary) {
+                          std::size_t requests, run_summary& summary) {
   caf::scoped_actor self{system};
-  std::string text;
-  self->request(pipeline.front, std::chrono::seconds(10), atom::snapshot::value)
-      .receive([&](std::string& s) { text = std::move(s); }, [&](caf::error&) {});
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return;
+  nlohmann::json j;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    std::string text;
+    self->request(pipeline.front, std::chrono::seconds(10), atom::snapshot::value)
+        .receive([&](std::string& s) { text = std::move(s); }, [&](caf::error&) {});
+    j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return;
+    const auto total = j["requests"]["total"];
+    if ((total.is_number() && total.get<double>() >= double(requests)) ||
+        std::chrono::steady_clock::now() > give_up)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   auto mean_of = [&](const char* name) {
     auto h = j["histograms"][name];
     if (h.is_object() && h["mean"].is_number()) return h["mean"].get<double>();
@@ -138,7 +149,7 @@ expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline
     book->all_ended.wait(guard, [&] { return progress.ended >= requests.size(); });
   }
   auto summary = summarize(policy, rate, book->records, seconds_between(t0, book->last_end));
-  add_pipeline_metrics(system, *pipeline, summary);
+  add_pipeline_metrics(system, *pipeline, requests.size(), summary);
   stop_pipeline(*pipeline);
   return summary;
 }

@@ -1,6 +1,8 @@
 // The whole actor pipeline on the real stories260K model: exact answers under every policy,
 // every request ending exactly once, cancellation, back-pressure, deadlines, two executors.
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -10,7 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/test_support.hpp"
+#include "actors/batcher_actor.hpp"
+#include "actors/executor_actor.hpp"
+#include "actors/metrics_actor.hpp"
 #include "actors/spawn.hpp"
+#include "actors/tokenizer_actor.hpp"
 #include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
@@ -43,6 +49,67 @@ config::pipeline make_config(const std::string& policy, int64_t slots, size_t ex
   return cfg;
 }
 
+/// Polls `pred` until it holds or `timeout` passes (a guard against hangs, not a measurement);
+/// returns its last value.
+bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout = 30s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+/// The clock of an executor that a test can stop: once `budget` readings are used up, the
+/// executor's thread waits in its next reading (the first is where it takes work, then a few
+/// each step) until `open`, so whatever it took stays taken and unfinished meanwhile.
+class clock_gate {
+ public:
+  explicit clock_gate(int budget = 0) : budget_(budget) {}
+
+  stamp read() {
+    std::unique_lock<std::mutex> lock{mutex_};
+    if (!open_ && budget_ == 0) {
+      ++waiting_;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return open_; });
+      --waiting_;
+    } else if (!open_) {
+      --budget_;
+    }
+    return now_stamp();
+  }
+
+  /// Lets every reading through from now on.
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock{mutex_};
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  /// Waits until the executor stopped at the gate; false after `timeout` (a guard).
+  bool wait_until_holding(std::chrono::seconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{mutex_};
+    return changed_.wait_for(lock, timeout, [&] { return waiting_ > 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int budget_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+/// Opens a gate on every way out of a test (the actor system's destructor waits for the
+/// executor that the gate holds).
+struct opens_at_exit {
+  std::shared_ptr<clock_gate> gate;
+  ~opens_at_exit() { gate->open(); }
+};
+
 class pipeline_test : public ::testing::Test {
  protected:
   static caf::actor_system_config& init(caf::actor_system_config& cfg) {
@@ -55,10 +122,47 @@ class pipeline_test : public ::testing::Test {
     if (handle) stop_pipeline(*handle);
   }
 
-  void start(const config::pipeline& cfg) {
-    auto h = spawn_pipeline(sys, cfg);
+  void start(const config::pipeline& cfg, const spawn_options& options = {}) {
+    auto h = spawn_pipeline(sys, cfg, options);
     ASSERT_TRUE(h) << message_of(h.error());
     handle = std::move(*h);
+  }
+
+  /// An executor core on stories260K with `slots` slots, reading time from `gate` when given.
+  std::unique_ptr<pipeline::executor_core> make_core(const std::string& name, int32_t slots,
+                                                     std::shared_ptr<clock_gate> gate = nullptr) {
+    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    EXPECT_TRUE(tok) << message_of(tok.error());
+    model::runtime_options opt;
+    opt.slots = slots;
+    auto m = model::load_model(test::stories_model(), opt);
+    EXPECT_TRUE(m) << message_of(m.error());
+    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), *tok);
+    if (gate) core->set_clock([gate] { return gate->read(); });
+    return core;
+  }
+
+  /// Starts a continuous batcher with `bs`, tokenizers and metrics around these executor cores;
+  /// `attach` false leaves the executors unattached until `attach_executor`.
+  void start_cores(std::vector<std::unique_ptr<pipeline::executor_core>> cores,
+                   batcher_settings bs, bool attach = true) {
+    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    bs.options.policy = pipeline::policy_kind::continuous;
+    pipeline_handle h;
+    h.metrics = spawn_metrics(sys, 0);
+    h.tokenizers = spawn_tokenizer_pool(sys, 2, *tok, 512);
+    auto batcher = spawn_batcher(sys, bs, h.tokenizers, h.metrics);
+    h.front = caf::actor_cast<pipeline_actor>(batcher);
+    for (auto& core : cores)
+      h.executors.push_back(
+          spawn_executor(sys, std::move(core), 1, attach ? batcher : batcher_actor{}, h.metrics));
+    handle = h;
+  }
+
+  void attach_executor(size_t i) {
+    caf::anon_send(handle->executors.at(i), atom::attach::value,
+                   batcher_ref{caf::actor_cast<batcher_actor>(handle->front)});
   }
 
   generate_request make_request(request_id id, const std::string& prompt, int32_t max_tokens) {
@@ -129,6 +233,15 @@ class pipeline_test : public ::testing::Test {
     return result;
   }
 
+  pipeline_status status() {
+    caf::scoped_actor self{sys};
+    pipeline_status s;
+    self->request(handle->front, 10s, atom::status::value)
+        .receive([&](pipeline_status& x) { s = x; },
+                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return s;
+  }
+
   nlohmann::json snapshot() {
     caf::scoped_actor self{sys};
     std::string text;
@@ -191,25 +304,66 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
     auto cfg = make_config(policy, 8);
     cfg.batcher.max_queued_requests = 12;
     cfg.batcher.max_wait_ms = 2;
-    start(cfg);
+    // The executors take work only once the opening burst has met the queue bound.
+    spawn_options unattached;
+    unattached.attach_executors = false;
+    start(cfg, unattached);
     caf::scoped_actor self{sys};
     std::mt19937 rng(policy.size());
     const size_t n = policy == "continuous" ? 1000 : 300;
-    std::set<request_id> cancelled_later;
-    for (size_t i = 0; i < n; ++i) {
+    auto random_request = [&](size_t i) {
       const auto& m = mix[rng() % mix.size()];
       auto r = make_request(1 + i, m.first, 1 + int32_t(rng() % 24));
       r.priority = int32_t(rng() % 3);
-      if (rng() % 10 == 0) r.timeout_s = 0.001 * (1 + rng() % 20);
       if (rng() % 3 == 0) r.params.temperature = 0.7f, r.params.seed = rng();
+      return r;
+    };
+    // The opening burst, before any executor can take work, whatever the machine's speed: twelve
+    // requests wait and the other four find the queue full.
+    const size_t burst = 16;
+    const size_t bound = size_t(cfg.batcher.max_queued_requests);
+    for (size_t i = 0; i < burst; ++i) send(self, random_request(i));
+    auto out = collect(self, burst - bound);
+    ASSERT_EQ(out.size(), burst - bound);
+    request_id waiting = 0;
+    for (request_id id = 1; id <= burst; ++id) {
+      auto it = out.find(id);
+      if (it == out.end()) {
+        if (waiting == 0) waiting = id;
+        continue;
+      }
+      ASSERT_EQ(it->second.results.size(), 1u) << "request " << id;
+      EXPECT_EQ(it->second.results[0].how, outcome::rejected) << it->second.results[0].message;
+      EXPECT_EQ(it->second.results[0].code, ec::rejected_queue_full);
+    }
+    // One of the waiting ones is cancelled where it waits.
+    caf::anon_send(handle->front, atom::cancel::value, waiting);
+    auto cancelled = collect(self, 1);
+    ASSERT_EQ(cancelled[waiting].results.size(), 1u);
+    EXPECT_EQ(cancelled[waiting].results[0].how, outcome::cancelled);
+    out.insert(cancelled.begin(), cancelled.end());
+    for (const auto& e : handle->executors)
+      caf::anon_send(e, atom::attach::value,
+                     batcher_ref{caf::actor_cast<batcher_actor>(handle->front)});
+    // Then random load on running executors: deadlines, cancellations of random earlier
+    // requests, and arrivals that mostly follow at once, one in five after a gap of up to 4 ms.
+    for (size_t i = burst; i < n; ++i) {
+      auto r = random_request(i);
+      if (rng() % 10 == 0) r.timeout_s = 0.001 * (1 + rng() % 20);
       send(self, r);
       if (rng() % 8 == 0)
         caf::anon_send(handle->front, atom::cancel::value, request_id(1 + rng() % (i + 1)));
-      // Random arrivals: most follow at once, one in five after a gap of up to 4 ms; the
-      // bursts in between outgrow 8 slots plus a queue of 12, so some meet a full queue.
       if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
     }
-    auto out = collect(self, n, 120s);
+    auto rest = collect(self, n - out.size(), 120s);
+    for (auto& [id, a] : rest) {
+      auto& into = out[id];
+      into.text += a.text;
+      into.tokens.insert(into.tokens.end(), a.tokens.begin(), a.tokens.end());
+      if (!into.results.empty() && !a.tokens.empty()) into.chunk_after_result = true;
+      into.chunk_after_result = into.chunk_after_result || a.chunk_after_result;
+      into.results.insert(into.results.end(), a.results.begin(), a.results.end());
+    }
     std::map<outcome, size_t> counts;
     for (size_t i = 1; i <= n; ++i) {
       auto it = out.find(i);
@@ -227,15 +381,14 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
                 policy.c_str(), counts[outcome::finished], counts[outcome::cancelled],
                 counts[outcome::expired], counts[outcome::rejected], counts[outcome::failed]);
     EXPECT_GT(counts[outcome::finished], 0u);
-    EXPECT_GT(counts[outcome::rejected], 0u) << "the queue bound should reject some";
-    EXPECT_GT(counts[outcome::cancelled], 0u);
+    EXPECT_GE(counts[outcome::rejected], burst - bound);
+    EXPECT_GE(counts[outcome::cancelled], 1u);
     // The metrics saw the same outcomes (events arrive in batches: wait until all are in).
     nlohmann::json snap;
-    for (int attempt = 0; attempt < 100; ++attempt) {
+    EXPECT_TRUE(eventually([&] {
       snap = snapshot();
-      if (snap["requests"]["total"].get<size_t>() >= n) break;
-      std::this_thread::sleep_for(20ms);
-    }
+      return snap["requests"]["total"].get<size_t>() >= n;
+    })) << snap.dump();
     for (auto how : {outcome::finished, outcome::cancelled, outcome::expired, outcome::rejected,
                      outcome::failed})
       EXPECT_EQ(snap["requests"][to_string(how)].get<size_t>(), counts[how]) << to_string(how);
@@ -245,26 +398,29 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
 }
 
 TEST_F(pipeline_test, cancelling_a_running_request_frees_its_slot_for_a_waiting_one) {
-  start(make_config("continuous", 1));
+  // One slot, on an executor that stops a few steps into its work until the gate opens: the
+  // long request cannot end on its own while the test looks.
+  auto gate = std::make_shared<clock_gate>(20);
+  opens_at_exit opener{gate};
+  std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+  cores.push_back(make_core("held", 1, gate));
+  start_cores(std::move(cores), {});
   caf::scoped_actor self{sys};
   auto long_one = make_request(1, "Once upon a time", 400);
   long_one.params.ignore_eos = true;
   send(self, long_one);
-  // Tokenizer workers run in parallel: send the second once the first runs.
-  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  self->receive([](token_chunk&) {}, caf::after(30s) >> [] { FAIL() << "no output"; });
+  ASSERT_TRUE(gate->wait_until_holding());
   send(self, make_request(2, "The cat", 5));
-  // Once the first has streamed a few more tokens, the second is still waiting: one slot.
-  size_t chunks = 0;
-  bool cancelled = false;
-  auto out = collect(self, 2, 30s, [&](const token_chunk& c) {
-    if (c.id == 1 && ++chunks == 3 && !cancelled) {
-      cancelled = true;
-      caf::anon_send(handle->front, atom::cancel::value, request_id{1});
-    }
-    if (c.id == 2) {
-      EXPECT_TRUE(cancelled) << "the second request ran before a slot was free";
-    }
-  });
+  // The second waits: the one slot is the first's.
+  pipeline_status st;
+  ASSERT_TRUE(eventually([&] {
+    st = status();
+    return st.waiting == 1 && st.running == 1;
+  })) << "waiting " << st.waiting << ", running " << st.running;
+  caf::anon_send(handle->front, atom::cancel::value, request_id{1});
+  gate->open();
+  auto out = collect(self, 2, 30s);
   ASSERT_EQ(out[1].results.size(), 1u);
   EXPECT_EQ(out[1].results[0].how, outcome::cancelled);
   EXPECT_LT(out[1].results[0].completion_tokens, 400);
@@ -274,72 +430,70 @@ TEST_F(pipeline_test, cancelling_a_running_request_frees_its_slot_for_a_waiting_
 }
 
 TEST_F(pipeline_test, a_full_queue_rejects_at_once) {
-  auto cfg = make_config("continuous", 1);
-  cfg.batcher.max_queued_requests = 2;
-  cfg.model.path = "synthetic:s15m";  // slow enough that request 1 runs throughout
-  start(cfg);
+  // Request 1 holds the one slot of an executor stopped at its gate, so nothing ends before
+  // the test lets it.
+  auto gate = std::make_shared<clock_gate>();
+  opens_at_exit opener{gate};
+  std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+  cores.push_back(make_core("held", 1, gate));
+  batcher_settings bs;
+  bs.options.max_queued_requests = 2;
+  start_cores(std::move(cores), bs);
   caf::scoped_actor self{sys};
   auto long_one = make_request(1, "Once upon a time", 300);
   long_one.params.ignore_eos = true;
   send(self, long_one);
-  // Wait until it runs, then fill the queue and overflow it.
-  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  ASSERT_TRUE(gate->wait_until_holding());
+  // Fill the queue and overflow it.
   send(self, make_request(2, "The cat", 3));
   send(self, make_request(3, "The dog", 3));
   send(self, make_request(4, "The bird", 3));
-  request_result rejected;
-  bool got = false;
-  while (!got) {
-    self->receive([](token_chunk&) {},
-                  [&](request_result& r) {
-                    rejected = r;
-                    got = true;
-                  },
-                  caf::after(10s) >> [&] { got = true; });
-  }
+  auto first = collect(self, 1);
+  ASSERT_EQ(first.size(), 1u);
   // The first result is the rejection, while request 1 still runs. Tokenizer workers run in
   // parallel, so any one of the three may be the one that finds the queue full.
-  EXPECT_TRUE(rejected.id >= 2 && rejected.id <= 4) << rejected.id;
+  const auto& [rejected_id, rejected_answer] = *first.begin();
+  ASSERT_EQ(rejected_answer.results.size(), 1u);
+  const auto& rejected = rejected_answer.results[0];
+  EXPECT_TRUE(rejected_id >= 2 && rejected_id <= 4) << rejected_id;
   EXPECT_EQ(rejected.how, outcome::rejected);
   EXPECT_EQ(rejected.code, ec::rejected_queue_full);
   EXPECT_EQ(rejected.message, "queue full: 2 requests waiting (max 2)");
   caf::anon_send(handle->front, atom::cancel::value, request_id{1});
+  gate->open();
   auto rest = collect(self, 3);
   EXPECT_EQ(rest[1].results.at(0).how, outcome::cancelled);
   for (request_id id = 2; id <= 4; ++id) {
-    if (id == rejected.id) continue;
+    if (id == rejected_id) continue;
     EXPECT_EQ(rest[id].results.at(0).how, outcome::finished) << id;
   }
 }
 
 TEST_F(pipeline_test, a_request_whose_deadline_passes_while_waiting_expires) {
-  // A slow model (random s15m weights, about 3 ms a token here) keeps the slot busy.
-  auto cfg = make_config("continuous", 1);
-  cfg.model.path = "synthetic:s15m";
-  start(cfg);
+  // Request 1 holds the one slot of an executor stopped at its gate until the test opens it.
+  auto gate = std::make_shared<clock_gate>();
+  opens_at_exit opener{gate};
+  std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+  cores.push_back(make_core("held", 1, gate));
+  start_cores(std::move(cores), {});
   caf::scoped_actor self{sys};
   auto long_one = make_request(1, "Once upon a time", 300);
   long_one.params.ignore_eos = true;
   send(self, long_one);
-  self->receive([](token_chunk&) {}, caf::after(10s) >> [] { FAIL() << "no output"; });
+  ASSERT_TRUE(gate->wait_until_holding());
   auto waiting = make_request(2, "The cat", 5);
   waiting.timeout_s = 0.05;
   send(self, waiting);
-  request_result first;
-  bool got = false;
-  while (!got)
-    self->receive([](token_chunk&) {},
-                  [&](request_result& r) {
-                    first = r;
-                    got = true;
-                  },
-                  caf::after(10s) >> [&] { got = true; });
-  EXPECT_EQ(first.id, 2u);
-  EXPECT_EQ(first.how, outcome::expired);
-  EXPECT_EQ(first.code, ec::expired);
-  EXPECT_EQ(first.message, "deadline passed while waiting in the queue");
+  auto first = collect(self, 1);
+  ASSERT_EQ(first[2].results.size(), 1u) << "request 2 did not end first";
+  const auto& expired = first[2].results[0];
+  EXPECT_EQ(expired.how, outcome::expired);
+  EXPECT_EQ(expired.code, ec::expired);
+  EXPECT_EQ(expired.message, "deadline passed while waiting in the queue");
   caf::anon_send(handle->front, atom::cancel::value, request_id{1});
-  collect(self, 1);
+  gate->open();
+  auto rest = collect(self, 1);
+  EXPECT_EQ(rest[1].results.at(0).how, outcome::cancelled);
 }
 
 TEST_F(pipeline_test, a_prompt_too_long_for_the_context_is_rejected) {
@@ -356,21 +510,56 @@ TEST_F(pipeline_test, a_prompt_too_long_for_the_context_is_rejected) {
 }
 
 TEST_F(pipeline_test, two_executors_share_the_load) {
-  start(make_config("continuous", 2, 2));
+  // Two executors of two slots each. The first is held (its clock stopped) once it takes work,
+  // so whatever it cannot hold the batcher must place on the second, however fast either runs.
+  auto gate = std::make_shared<clock_gate>();
+  opens_at_exit opener{gate};
+  std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+  cores.push_back(make_core("held", 2, gate));
+  cores.push_back(make_core("free", 2));
+  batcher_settings bs;
+  bs.options.max_batch_size = 2;
+  bs.options.max_num_seqs = 2;
+  start_cores(std::move(cores), bs, false);
+  // Only the held executor pulls: it takes two requests (its slots) and stops there.
+  attach_executor(0);
   caf::scoped_actor self{sys};
-  for (request_id i = 1; i <= 16; ++i) {
+  const request_id count = 16;
+  for (request_id i = 1; i <= count; ++i) {
     auto r = make_request(i, mix[i % mix.size()].first, 40);
     r.params.ignore_eos = true;
     send(self, r);
   }
-  auto out = collect(self, 16);
-  for (request_id i = 1; i <= 16; ++i) EXPECT_EQ(out[i].results.at(0).how, outcome::finished);
-  nlohmann::json busy;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    busy = snapshot()["gauges"]["executor_busy_ratio"];
-    if (busy.size() == 2) break;
-    std::this_thread::sleep_for(20ms);
+  pipeline_status st;
+  ASSERT_TRUE(eventually([&] {
+    st = status();
+    return st.running == 2 && st.waiting == count - 2;
+  })) << "running " << st.running << ", waiting " << st.waiting;
+  // The second executor joins: all the others run there while the first still holds its two.
+  attach_executor(1);
+  auto on_second = collect(self, count - 2);
+  std::set<request_id> ended;
+  for (auto& [id, a] : on_second) {
+    ASSERT_EQ(a.results.size(), 1u) << "request " << id;
+    ended.insert(id);
+    EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
+    EXPECT_EQ(a.tokens.size(), 40u) << "request " << id;
   }
-  ASSERT_EQ(busy.size(), 2u) << busy.dump();
-  for (auto& [name, ratio] : busy.items()) EXPECT_GT(ratio.get<double>(), 0.0) << name;
+  EXPECT_EQ(ended.size(), size_t(count - 2));
+  // The held executor's two still run (once the batcher has heard the others' ends).
+  EXPECT_TRUE(eventually([&] {
+    st = status();
+    return st.running == 2 && st.waiting == 0;
+  })) << "running " << st.running << ", waiting " << st.waiting;
+  // Let the first go: it finishes the two it took.
+  gate->open();
+  auto on_first = collect(self, 2);
+  for (auto& [id, a] : on_first) {
+    EXPECT_EQ(ended.count(id), 0u) << "request " << id << " ended twice";
+    ended.insert(id);
+    ASSERT_EQ(a.results.size(), 1u) << "request " << id;
+    EXPECT_EQ(a.results[0].how, outcome::finished) << a.results[0].message;
+    EXPECT_EQ(a.tokens.size(), 40u) << "request " << id;
+  }
+  EXPECT_EQ(ended.size(), size_t(count));
 }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "actors/spawn.hpp"
 #include "bench/in_process.hpp"
+#include "model/tokenizer.hpp"
 
 using namespace conveyor;
 using namespace conveyor::bench;
@@ -65,17 +67,30 @@ TEST_P(bench_in_process, counts_add_up) {
 }
 
 TEST_P(bench_in_process, rejections_are_counted) {
+  // A burst, with one request too big for the queue's token bound: the queue refuses it even
+  // when empty, and takes all the others even if every one of them waits at once, so exactly
+  // one is refused however fast the executor runs.
   auto w = tiny_workload();
-  for (auto& r : w) r.arrival_s = 0;  // a burst into a queue of two
+  for (auto& r : w) r.arrival_s = 0;
   config::pipeline cfg;
-  cfg.batcher.max_queued_requests = 2;
+  auto tokenizer = model::load_tokenizer(tokenizer_file(cfg));
+  ASSERT_TRUE(tokenizer) << message_of(tokenizer.error());
+  auto& big = w[w.size() / 2];
+  big.prompt = "Once upon a time";
+  const auto big_prompt = int64_t((*tokenizer)->encode(big.prompt, true).size());
+  big.max_tokens = int32_t(512 - big_prompt);  // the whole context
+  cfg.batcher.max_queued_tokens = 511;
+  int64_t others = 0;
+  for (const auto& r : w)
+    if (&r != &big) others += int64_t((*tokenizer)->encode(r.prompt, true).size()) + r.max_tokens;
+  ASSERT_LE(others, cfg.batcher.max_queued_tokens) << "the others must fit together";
   run_progress progress;
   auto s = run_in_process(system, cfg, GetParam(), w, 0, progress);
   ASSERT_TRUE(s) << message_of(s.error());
-  // Every request completes or is refused: none fails.
+  EXPECT_EQ(s->rejected, 1u);
+  EXPECT_EQ(s->completed, w.size() - 1);
   EXPECT_EQ(s->failed, 0u);
-  EXPECT_GT(s->rejected, 0u);
-  EXPECT_GT(s->completed, 0u);
+  EXPECT_EQ(progress.ended.load(), w.size());
 }
 
 TEST(bench_in_process_synthetic, random_weights_generate_exactly_max_tokens) {

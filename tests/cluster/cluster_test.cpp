@@ -181,7 +181,9 @@ TEST(cluster, two_workers_give_the_single_process_answers) {
   const auto got = complete_all(port, 48);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(got[i], expected[i]) << "prompt '" << prompts[i] << "'";
-  // Both workers did some of the work.
+  // Both workers' executors were attached to the server's batcher. (Which of them ran which
+  // request depends on their speed, so the test does not ask; tests/actors/pipeline_test's
+  // two_executors_share_the_load shows the placement with a held executor.)
   EXPECT_GE(w1->count("attached to batcher"), 1u);
   EXPECT_GE(w2->count("attached to batcher"), 1u);
 }
@@ -230,13 +232,15 @@ TEST(cluster, a_killed_worker_fails_only_what_it_streamed_and_comes_back) {
   }
   EXPECT_EQ(finished + lost, prompts.size());
   // At most what worker 1 ran (two slots) failed; everything else finished on the survivor.
+  // (How many it was running when killed, 0 to 2, depends on speed.)
   EXPECT_LE(lost, 2u);
   EXPECT_FALSE(server->wait_for("worker 127.0.0.1:" + p1 + ": lost").empty()) << server->log();
   // The server keeps serving, and a worker that comes back on the same address pulls again.
   auto again = start_worker("b_w1_again", "127.0.0.1:" + p1);
   ASSERT_FALSE(again->wait_for(R"(worker ready: .* at 127\.0\.0\.1:(\d+))").empty())
       << again->log();
-  EXPECT_FALSE(again->wait_for("attached to batcher", 20s).empty()) << server->log();
+  // The server retries a lost worker with a back-off of up to 10 s.
+  EXPECT_FALSE(again->wait_for("attached to batcher", 60s).empty()) << server->log();
   w2->kill(SIGKILL);
   test_client c{port};
   auto reply = c.request("POST", "/v1/completions", body("Once upon a time", 16, false));

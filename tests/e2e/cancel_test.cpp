@@ -31,23 +31,19 @@ TEST(e2e_cancel, client_leaving_mid_stream_frees_the_slot) {
   }
   leaving->close();
 
-  const auto t0 = std::chrono::steady_clock::now();
   auto next = server.request("POST", "/v1/completions",
-                             R"({"prompt": "Once upon a time", "max_tokens": 8})", 30s);
-  const auto waited = std::chrono::steady_clock::now() - t0;
+                             R"({"prompt": "Once upon a time", "max_tokens": 8})", 60s);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->status, 200u) << next->body;
   EXPECT_EQ(next->json()["usage"]["completion_tokens"], 8);
-  // Alone, the rest of the long request would take longer (about 6 s unloaded).
-  EXPECT_LT(waited, 3s) << "the slot was not freed when the client left";
 
-  // The pipeline counts one cancelled and one finished request (the long one was not run to
-  // its end).
+  // The slot was freed when the client left: the pipeline counts the long request cancelled,
+  // not finished (had it run to its end first, two would have finished and none be cancelled).
   std::string metrics;
   for (auto t1 = std::chrono::steady_clock::now();
        metric_value(metrics, R"(conveyor_requests_total{outcome="finished"})") != 1;) {
     metrics = server.metrics();
-    ASSERT_LT(std::chrono::steady_clock::now() - t1, 5s) << metrics;
+    ASSERT_LT(std::chrono::steady_clock::now() - t1, 30s) << metrics;
   }
   EXPECT_EQ(metric_value(metrics, R"(conveyor_requests_total{outcome="cancelled"})"), 1) << metrics;
   EXPECT_EQ(metric_value(metrics, "conveyor_http_client_disconnects_total"), 1) << metrics;

@@ -2,12 +2,15 @@
 // official `openai` Python package (tools/venv, pinned in tools/requirements-tests.txt).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "tests/e2e/conveyor_process.hpp"
 
 namespace conveyor::e2e {
 namespace {
 
 using nlohmann::json;
+using namespace std::chrono_literals;
 
 const char* const greedy_60 =
     R"({"prompt": "Once upon a time", "max_tokens": 60, "temperature": 0})";
@@ -130,8 +133,13 @@ TEST_F(e2e_openai_python, deadline_raises_504_and_full_queue_raises_rate_limit) 
   EXPECT_EQ(result["queue_full"],
             raised("RateLimitError", 429, "rate_limit_error", nullptr, "rejected_queue_full",
                    "queue full: 1 requests waiting (max 1)"));
-  EXPECT_EQ(metric_value(server.metrics(), "conveyor_requests_total{outcome=\"cancelled\"}"), 1)
-      << "the script's slot holder was cancelled when it closed its stream";
+  // The script's slot holder was cancelled when it closed its stream (the counters hear of it
+  // in their own time: wait for it).
+  std::string metrics = server.metrics();
+  for (auto t0 = std::chrono::steady_clock::now();
+       metric_value(metrics, "conveyor_requests_total{outcome=\"cancelled\"}") != 1;
+       metrics = server.metrics())
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, 30s) << metrics;
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -83,8 +83,14 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
   usage.prompt_tokens = static_cast<int32_t>(words.size());
   auto wait_or_cancel = [&](std::chrono::milliseconds d) {
     std::unique_lock<std::mutex> lock{mutex_};
-    wake_.wait_for(lock, d, [&] { return stopping_ || j->cancel_requested.load(); });
-    return !j->cancel_requested && !stopping_;
+    auto ended = [&] { return stopping_ || j->cancel_requested.load(); };
+    if (s.paced) {
+      wake_.wait(lock, [&] { return ended() || tokens_allowed_ > 0; });
+      if (!ended()) --tokens_allowed_;
+    } else {
+      wake_.wait_for(lock, d, ended);
+    }
+    return !ended();
   };
   if (s.fail_prompt && j->req.prompt == *s.fail_prompt) {
     wait_or_cancel(s.token_delay);
@@ -146,6 +152,14 @@ void fake_backend::release_held() {
     j->events.on_text("late");
     j->events.on_finish("stop", completion_usage{1, 1});
   }
+}
+
+void fake_backend::allow_tokens(int n) {
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    tokens_allowed_ += n;
+  }
+  wake_.notify_all();
 }
 
 bool fake_backend::eventually(const std::function<bool()>& pred,

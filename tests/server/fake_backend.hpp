@@ -46,6 +46,8 @@ class fake_backend final : public completion_backend {
     bool hang = false;
     /// Keep the events instead of running; `release_held` runs them later.
     bool hold = false;
+    /// Each token waits until the test allows it (`allow_tokens`) instead of `token_delay`.
+    bool paced = false;
     /// The backend's part of /metrics.
     std::string metrics = "# TYPE fake_requests_total counter\nfake_requests_total 7\n";
   };
@@ -79,6 +81,9 @@ class fake_backend final : public completion_backend {
   /// Runs the held events of every held request: one token, then on_finish.
   void release_held();
 
+  /// Lets `n` more tokens through, over all requests of the `paced` setting.
+  void allow_tokens(int n);
+
   /// Polls `pred` until it is true or `timeout` passed; returns its last value.
   static bool eventually(const std::function<bool()>& pred,
                          std::chrono::milliseconds timeout = std::chrono::seconds{5});
@@ -94,6 +99,7 @@ class fake_backend final : public completion_backend {
   std::vector<std::thread> threads_;
   std::vector<completion_request> requests_;
   std::vector<std::shared_ptr<job>> held_;
+  int tokens_allowed_ = 0;
   std::atomic<int> submitted_{0};
   std::atomic<int> cancelled_{0};
   std::atomic<int> finished_{0};

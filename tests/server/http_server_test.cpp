@@ -523,9 +523,8 @@ TEST_F(http_server_test, idle_connections_are_closed) {
   start(opts);
   test_client c{port};
   ASSERT_TRUE(c.request("GET", "/health"));
-  auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(c.wait_closed(5s));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  // Closed by the server, well before the default idle timeout (60 s) could close it.
+  EXPECT_TRUE(c.wait_closed(30s));
 }
 
 // -- disconnects and slow clients ----------------------------------------------------------------
@@ -580,7 +579,7 @@ TEST_F(http_server_test, a_client_that_does_not_read_is_cut_off) {
 TEST_F(http_server_test, drain_lets_a_running_request_finish_then_stops) {
   start();
   fake_backend::settings s;
-  s.token_delay = 50ms;
+  s.paced = true;  // the running request streams only the tokens the test allows
   backend.configure(s);
   test_client idle_a{port}, idle_b{port};
   ASSERT_TRUE(idle_a.request("GET", "/health"));
@@ -589,6 +588,7 @@ TEST_F(http_server_test, drain_lets_a_running_request_finish_then_stops) {
   test_client running{port};
   const std::string prompt = "one two three four five six seven eight";
   ASSERT_TRUE(running.send_request("POST", "/v1/completions", completion(prompt, 8, true)));
+  backend.allow_tokens(1);
   ASSERT_TRUE(running.read_until("data: "));
   server->begin_drain();
 
@@ -609,6 +609,7 @@ TEST_F(http_server_test, drain_lets_a_running_request_finish_then_stops) {
   }));
 
   // The running stream finishes completely.
+  backend.allow_tokens(7);
   auto reply = running.read_response();
   ASSERT_TRUE(reply);
   auto r = collect(reply->body);
@@ -632,10 +633,12 @@ TEST_F(http_server_test, drain_timeout_cancels_what_still_runs) {
   ASSERT_TRUE(plain.send_request("POST", "/v1/completions", completion("c d", 5)));
   ASSERT_TRUE(streamed.read_until("data: "));
   ASSERT_TRUE(fake_backend::eventually([&] { return backend.submitted() == 2; }));
-  auto t0 = std::chrono::steady_clock::now();
   server->begin_drain();
-  server->wait();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  // The requests hang until cancelled: only the drain timeout can end the drain.
+  auto waiter = std::async(std::launch::async, [this] { server->wait(); });
+  const bool drained = waiter.wait_for(30s) == std::future_status::ready;
+  if (!drained) server->stop();
+  ASSERT_TRUE(drained) << "the drain timeout did not end the drain";
   EXPECT_EQ(backend.cancelled(), 2);
 
   auto reply = streamed.read_response();
