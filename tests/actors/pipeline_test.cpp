@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/test_support.hpp"
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"

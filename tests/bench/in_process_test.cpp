@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "bench/in_process.hpp"
 
 using namespace conveyor;
