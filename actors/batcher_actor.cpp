@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "pipeline/request_checks.hpp"
 #include "pipeline/request_ledger.hpp"
 
@@ -265,7 +266,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
                   seq.deadline = deadline;
                   enqueue(self, std::move(seq));
                 },
-                [=](caf::error& err) {
+                [=](caf::error& caf_err) {
+                  const auto err = from_caf_error(caf_err);
                   const auto code = code_of(err);
                   end_here(self, id, code == ec::internal ? outcome::failed : outcome::rejected,
                            code == ec::internal ? ec::internal : code, message_of(err), times, 0);

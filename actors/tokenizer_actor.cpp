@@ -3,6 +3,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "pipeline/request_checks.hpp"
 
 namespace conveyor {
@@ -22,12 +23,12 @@ tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
         seq.times.tokenized = now_stamp();
         for (auto id : seq.prompt)
           if (id < 0 || id >= tokenizer->vocab_size())
-            return make_error(ec::bad_request, "prompt token id " + std::to_string(id) +
-                                                   " is outside the vocabulary (0.." +
-                                                   std::to_string(tokenizer->vocab_size() - 1) +
-                                                   ")");
+            return to_caf_error(
+                make_error(ec::bad_request, "prompt token id " + std::to_string(id) +
+                                                " is outside the vocabulary (0.." +
+                                                std::to_string(tokenizer->vocab_size() - 1) + ")"));
         if (auto problem = pipeline::check_context(seq.prompt.size(), seq.params.max_tokens, context))
-          return make_error(ec::prompt_too_long, std::move(*problem));
+          return to_caf_error(make_error(ec::prompt_too_long, std::move(*problem)));
         return seq;
       },
   };

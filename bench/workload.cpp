@@ -70,7 +70,7 @@ double rate_of(const workload& requests) {
   return double(requests.size() - 1) / requests.back().arrival_s;
 }
 
-caf::error validate(const workload_spec& spec) {
+error validate(const workload_spec& spec) {
   auto bad = [](const std::string& what) { return make_error(ec::bad_request, what); };
   if (!(spec.rate > 0)) return bad("--rate must be positive (or inf)");
   if (spec.requests == 0) return bad("--requests must be at least 1");
@@ -153,7 +153,7 @@ std::string to_jsonl(const workload& requests) {
   return out;
 }
 
-caf::error save_workload(const workload& requests, const std::string& path) {
+error save_workload(const workload& requests, const std::string& path) {
   std::ofstream out{path};
   if (!out) return make_error(ec::bad_file, path + ": cannot write");
   out << to_jsonl(requests);

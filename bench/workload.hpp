@@ -50,7 +50,7 @@ struct workload_spec {
 double rate_of(const workload& requests);
 
 /// Checks a spec's ranges; names the first bad one.
-caf::error validate(const workload_spec& spec);
+error validate(const workload_spec& spec);
 
 /// Makes a workload: exponential gaps of mean 1 / rate with the first request at 0.0, prompts of
 /// words drawn from a small children's-story vocabulary, ids "r0000", "r0001", ... Deterministic
@@ -70,6 +70,6 @@ expected<workload> load_workload(const std::string& path);
 std::string to_jsonl(const workload& requests);
 
 /// Writes `to_jsonl` to `path`.
-caf::error save_workload(const workload& requests, const std::string& path);
+error save_workload(const workload& requests, const std::string& path);
 
 }  // namespace conveyor::bench

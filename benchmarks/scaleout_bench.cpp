@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/caf_error.hpp"
 #include "actors/metrics_actor.hpp"
 #include "actors/spawn.hpp"
 #include "actors/worker_actor.hpp"

@@ -1,8 +1,6 @@
 #include "common/error.hpp"
 
-#include <caf/actor_system_config.hpp>
-#include <caf/deep_to_string.hpp>
-#include <caf/message.hpp>
+#include <ostream>
 
 namespace conveyor {
 
@@ -36,39 +34,35 @@ const char* to_string(ec x) {
   return "unknown";
 }
 
-caf::error make_error(ec code, std::string message) {
-  return caf::error{static_cast<uint8_t>(code), error_category,
-                    caf::make_message(std::move(message))};
+bool operator==(const error& x, const error& y) {
+  return x.code == y.code && x.message == y.message;
 }
 
-caf::error make_error(ec code) {
-  return caf::error{static_cast<uint8_t>(code), error_category};
+bool operator!=(const error& x, const error& y) {
+  return !(x == y);
 }
 
-ec code_of(const caf::error& err) {
-  if (!err) return ec::none;
-  if (err.category() != error_category) return ec::internal;
-  return static_cast<ec>(err.code());
+std::string to_string(const error& x) {
+  std::string result = to_string(x.code);
+  if (x && !x.message.empty()) result += ": " + x.message;
+  return result;
 }
 
-std::string message_of(const caf::error& err) {
+std::ostream& operator<<(std::ostream& out, const error& x) {
+  return out << to_string(x);
+}
+
+error make_error(ec code, std::string message) {
+  return error{code, std::move(message)};
+}
+
+ec code_of(const error& err) {
+  return err.code;
+}
+
+std::string message_of(const error& err) {
   if (!err) return {};
-  if (err.category() == error_category) {
-    const auto& ctx = err.context();
-    if (ctx.match_elements<std::string>()) return ctx.get_as<std::string>(0);
-    return to_string(static_cast<ec>(err.code()));
-  }
-  return caf::to_string(err);
-}
-
-void add_error_category(caf::actor_system_config& cfg) {
-  cfg.add_error_category(error_category,
-                         [](uint8_t code, caf::atom_value, const caf::message& ctx) -> std::string {
-                           std::string result = to_string(static_cast<ec>(code));
-                           if (ctx.match_elements<std::string>())
-                             result += ": " + ctx.get_as<std::string>(0);
-                           return result;
-                         });
+  return err.message;
 }
 
 }  // namespace conveyor

@@ -51,7 +51,7 @@ bool operator==(const pipeline& x, const pipeline& y) {
   return flatten(x) == flatten(y);
 }
 
-caf::error validate(const pipeline& cfg) {
+error validate(const pipeline& cfg) {
   auto issues = detail::find_issues(cfg);
   if (issues.empty()) return {};
   std::string msg;

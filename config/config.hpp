@@ -7,8 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include <caf/error.hpp>
-
 #include "common/error.hpp"
 #include "common/install_dirs.hpp"
 #include "common/sampling.hpp"
@@ -206,11 +204,11 @@ expected<pipeline> load_string(std::string_view toml, std::string_view source_na
 /// ("cluster.remote", "a:7000,b:7000"). The value is read according to the key's type and checked
 /// like a value from a file; cross-field checks are left to `validate`. Errors start with
 /// "command line: ".
-caf::error apply_override(pipeline& cfg, std::string_view dotted_key, std::string_view value);
+error apply_override(pipeline& cfg, std::string_view dotted_key, std::string_view value);
 
 /// Checks every value and the rules between values; returns all problems, one per line, each
 /// as `dotted.key: problem`, or no error.
-caf::error validate(const pipeline& cfg);
+error validate(const pipeline& cfg);
 
 /// Renders the configuration as TOML; `load_string` reads a valid configuration back to an equal
 /// pipeline.

@@ -11,7 +11,7 @@ namespace {
 using detail::issue;
 using detail::rule;
 
-caf::error command_line_error(const std::string& message) {
+error command_line_error(const std::string& message) {
   return make_error(ec::bad_config, "command line: " + message);
 }
 
@@ -127,7 +127,7 @@ std::string normalize(std::string_view key) {
 }
 
 /// `executors=auto`, `executors=none` or `executors=cpu,cuda:0`: replaces the executors.
-caf::error set_executors(pipeline& cfg, std::string_view text) {
+error set_executors(pipeline& cfg, std::string_view text) {
   if (text == "auto") {
     cfg.auto_executors = true;
     cfg.executors.clear();
@@ -156,7 +156,7 @@ caf::error set_executors(pipeline& cfg, std::string_view text) {
 
 }  // namespace
 
-caf::error apply_override(pipeline& cfg, std::string_view dotted_key, std::string_view value) {
+error apply_override(pipeline& cfg, std::string_view dotted_key, std::string_view value) {
   auto key = normalize(dotted_key);
   if (key == detail::executors_key) return set_executors(cfg, value);
   field_setter setter{{}, value, {}, false, {}};

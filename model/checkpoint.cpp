@@ -30,7 +30,7 @@ std::string describe(const llama_shape& s) {
   return buf;
 }
 
-caf::error check_shape(const std::string& where, const llama_shape& s) {
+error check_shape(const std::string& where, const llama_shape& s) {
   auto bad = [&](const char* why) {
     return make_error(ec::bad_file, where + ": not a llama2.c checkpoint (" + why +
                                         "; header says " + describe(s) + ")");

@@ -36,7 +36,7 @@ class key_reader {
  public:
   key_reader(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
 
-  caf::error error() const { return error_; }
+  conveyor::error error() const { return error_; }
 
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
 
@@ -88,7 +88,7 @@ class key_reader {
  private:
   const json& j_;
   std::string file_;
-  caf::error error_;
+  conveyor::error error_;
 };
 
 // eos_token_id: an id or a list of ids.
@@ -222,7 +222,7 @@ expected<model_info> read_hf_config(const std::string& dir) {
   return info;
 }
 
-caf::error check_sliding_window(const model_info& info, int32_t context) {
+error check_sliding_window(const model_info& info, int32_t context) {
   if (info.sliding_window > 0 && info.sliding_window < context)
     return make_error(ec::bad_config,
                       info.path + "/config.json: key 'sliding_window' is " +

@@ -24,8 +24,8 @@ class tensor_reader {
   bool has(const std::string& name) const { return set_.find(name) != nullptr; }
 
   // Appends tensor `name` of `shape` to `dst`.
-  caf::error append(const std::string& name, const std::vector<int64_t>& shape,
-                    std::vector<float>& dst) {
+  error append(const std::string& name, const std::vector<int64_t>& shape,
+               std::vector<float>& dst) {
     const safetensors_file* file = set_.file_of(name);
     if (file == nullptr)
       return make_error(ec::bad_file, set_.where() + ": no tensor '" + name + "' (config.json's " +

@@ -60,7 +60,7 @@ expected<model_info> read_hf_config(const std::string& dir);
 
 /// Refuses a context that a sliding attention window would cut (Conveyor computes full
 /// attention): the error names config.json and the key.
-caf::error check_sliding_window(const model_info& info, int32_t context);
+error check_sliding_window(const model_info& info, int32_t context);
 
 /// The dtype to compute in for `requested` ("auto", "f32" or "bf16") on `device`: "auto" is f32
 /// on "cpu" and, on a GPU, bf16 when the weights are stored in BF16 or F16 (else f32).

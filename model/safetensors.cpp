@@ -175,7 +175,7 @@ const tensor_entry* safetensors_file::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-caf::error safetensors_file::read_f32(const std::string& name, float* out) const {
+error safetensors_file::read_f32(const std::string& name, float* out) const {
   const tensor_entry* t = find(name);
   if (t == nullptr) return make_error(ec::bad_file, path_ + ": no tensor '" + name + "'");
   const unsigned char* src = data_ + t->begin;

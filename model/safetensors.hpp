@@ -47,7 +47,7 @@ class safetensors_file {
 
   /// Converts tensor `name` (F32, F16 or BF16) to float32 into `out` (elements() floats).
   /// Errors name the file and the tensor (missing, unsupported dtype).
-  caf::error read_f32(const std::string& name, float* out) const;
+  error read_f32(const std::string& name, float* out) const;
 
  private:
   safetensors_file() = default;

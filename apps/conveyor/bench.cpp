@@ -16,6 +16,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
@@ -162,7 +163,7 @@ std::string save_path(const std::string& file, double rate, bool several) {
   return file.substr(0, dot) + suffix + file.substr(dot);
 }
 
-caf::error write_file(const std::string& path, const std::string& text) {
+error write_file(const std::string& path, const std::string& text) {
   std::ofstream out{path};
   if (!out) return make_error(ec::bad_file, path + ": cannot write");
   out << text;

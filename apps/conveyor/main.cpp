@@ -11,7 +11,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "common/error.hpp"
+#include "actors/caf_error.hpp"
 #include "pipeline/message_types.hpp"
 
 namespace conveyor::app {

@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 
 using namespace conveyor;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "gpu/devices.hpp"
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/test_support.hpp"
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/placement.hpp"

@@ -6,6 +6,7 @@
 
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
+#include "actors/caf_error.hpp"
 #include "actors/metrics_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/tokenizer.hpp"

@@ -10,6 +10,7 @@
 
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
+#include "actors/caf_error.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/metrics_actor.hpp"
 #include "actors/remote_connector.hpp"

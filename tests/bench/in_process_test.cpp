@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "bench/in_process.hpp"
 #include "model/tokenizer.hpp"
