@@ -35,5 +35,5 @@ function(conveyor_test_suite name)
     CONVEYOR_BINARY_DIR="${CMAKE_BINARY_DIR}")
   include(GoogleTest)
   gtest_discover_tests(${name} WORKING_DIRECTORY "${CONVEYOR_SOURCE_DIR}"
-                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS ${name})
 endfunction()

@@ -15,25 +15,45 @@ scripts/sanitize.sh --configure-only
 export CCACHE_BASEDIR="$PWD"
 cmake --build build-asan -j "$(nproc)" --target "${targets[@]/%/_fuzz}" >&2
 
-status=0
 work=build-asan/fuzz-run
 findings=build-asan/fuzz-findings
-for t in "${targets[@]}"; do
-  rm -rf "$work/$t"
+
+# Runs target $1 for $seconds on a copy of its corpus; prints one line; returns 1 on a finding.
+run_one() {
+  local t=$1 log="$work/$1.log"
+  rm -rf "${work:?}/$t"
   mkdir -p "$work/$t" "$findings/$t"
   cp fuzz/corpus/"$t"/* "$work/$t/"
-  log="$work/$t.log"
-  # One process, one job: -max_total_time bounds the run; the corpus copy grows, never the seeds.
+  # -max_total_time bounds the run; the corpus copy grows, never the committed seeds.
   if (cd "$findings/$t" && "../../fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=10 \
         -rss_limit_mb=4096 -print_final_stats=1 "../../fuzz-run/$t") >"$log" 2>&1; then
+    local runs cov
     runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
     printf 'fuzz: %-15s %6ss  %10s runs  coverage %s  no finding\n' "$t" "$seconds" "$runs" "$cov"
   else
-    status=1
-    echo "fuzz: $t FOUND A PROBLEM (input kept in $findings/$t):" >&2
-    sed -n '/^==[0-9]*==ERROR\|runtime error\|deadly signal\|^ALARM\|-timeout\|out-of-memory/,$p' "$log" |
-      grep -v '^#[0-9]' | head -60 >&2
+    {
+      echo "fuzz: $t FOUND A PROBLEM (input kept in $findings/$t):"
+      sed -n '/^==[0-9]*==ERROR\|runtime error\|deadly signal\|^ALARM\|-timeout\|out-of-memory/,$p' \
+        "$log" | grep -v '^#[0-9]' | head -60
+    } >&2
+    return 1
   fi
+}
+
+# As many targets at once as there are cores.
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if [ $running -ge "$(nproc)" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  run_one "$t" &
+  running=$((running + 1))
+done
+while [ $running -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status

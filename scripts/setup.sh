@@ -32,7 +32,7 @@ for p in "${packages[@]}"; do
 done
 # The test clients: curl, and Debian's python3 with venv for the openai package.
 if [ $with_tests = 1 ]; then
-  for p in curl python3 python3-venv; do
+  for p in curl python3 python3-venv clang; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
 fi

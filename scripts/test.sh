@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite: the CPU build (build/, Debian's
 # libtorch), then, wherever nvcc is installed, the CUDA build (build-cuda/, scripts/setup-cuda.sh)
-# and its test suite. Tests that need a GPU skip, saying so, on a machine without one.
+# and its test suite. Tests that need a GPU skip, saying so, on a machine without one. Then the
+# sanitizer builds (build-asan/, build-tsan/) and the fuzz targets (docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -14,4 +15,9 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
 else
   echo "test: CUDA build skipped: no nvcc (neither /usr/local/cuda/bin/nvcc nor one on the PATH)" >&2
 fi
+# The suite under the sanitizers (clang: AddressSanitizer + UndefinedBehaviorSanitizer for every
+# suite, ThreadSanitizer for the threaded ones) and each fuzz target for 30 s.
+echo "test: sanitizers (scripts/sanitize.sh) and fuzzers (scripts/fuzz.sh 30)" >&2
+scripts/sanitize.sh || status=$?
+scripts/fuzz.sh 30 || status=$?
 exit $status
