@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -49,7 +51,18 @@ std::string exchange(uint16_t port, const char* bytes, size_t size) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) std::abort();
+  // The client side closes with a reset (linger 0), so that tens of thousands of runs leave no
+  // TIME_WAIT behind them to exhaust the ephemeral ports (connect would fail: not a finding).
+  linger no_wait{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &no_wait, sizeof no_wait);
+  // libFuzzer's timer signal may interrupt connect; the connection then goes on in the
+  // background, and asking again says so (EALREADY) until it is made (EISCONN).
+  while (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == EISCONN) break;
+    if (errno == EINTR || errno == EALREADY) continue;
+    std::perror("http_request_fuzz: connect to the server under test");
+    std::abort();
+  }
   for (size_t sent = 0; sent < size;) {
     auto n = ::send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
     if (n <= 0) break;  // the server may close early (a bad head); that is an answer too

@@ -13,10 +13,10 @@
 #include "model/spm_shim/sentencepiece_shim.hpp"
 #include "model/tokenizer.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define CONVEYOR_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define CONVEYOR_ASAN 1
 #endif
 #endif
@@ -59,7 +59,7 @@ std::string shim_path() {
 expected<shim_api> open_shim() {
   const std::string path = shim_path();
 #if CONVEYOR_ASAN
-  // AddressSanitizer aborts the process on RTLD_DEEPBIND. A link-map namespace of the shim's own
+  // AddressSanitizer and ThreadSanitizer refuse RTLD_DEEPBIND. A link-map namespace of the shim's own
   // (dlmopen) keeps the two protobufs apart as well; the shim is built without sanitizers and
   // talks C, so nothing allocated on one side is freed on the other.
   void* library = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
