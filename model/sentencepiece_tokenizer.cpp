@@ -14,14 +14,14 @@
 #include "model/tokenizer.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONVEYOR_ASAN 1
+#define CONVEYOR_SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONVEYOR_ASAN 1
+#define CONVEYOR_SANITIZED 1
 #endif
 #endif
-#ifndef CONVEYOR_ASAN
-#define CONVEYOR_ASAN 0
+#ifndef CONVEYOR_SANITIZED
+#define CONVEYOR_SANITIZED 0
 #endif
 
 namespace conveyor::model {
@@ -58,7 +58,7 @@ std::string shim_path() {
 /// Opens the shim (see shim_path).
 expected<shim_api> open_shim() {
   const std::string path = shim_path();
-#if CONVEYOR_ASAN
+#if CONVEYOR_SANITIZED
   // AddressSanitizer and ThreadSanitizer refuse RTLD_DEEPBIND. A link-map namespace of the shim's own
   // (dlmopen) keeps the two protobufs apart as well; the shim is built without sanitizers and
   // talks C, so nothing allocated on one side is freed on the other.
