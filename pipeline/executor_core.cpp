@@ -163,12 +163,16 @@ void executor_core::run_step(step_output& out) {
     } else {
       ++s.position;
     }
-    if (!s.ended) emit(s, s.sampler.sample(logits.row(int32_t(i)), logits.vocab), done, out);
+    if (!s.ended) emit(s, sample_next(s, logits.row(int32_t(i)), logits.vocab), done, out);
   }
   out.step_timings.push_back(
       step_timing{name_, admitted > 0 ? step_kind::prefill : step_kind::decode, items_.size(),
                   size_t(prompt_tokens + decoded), size_t(computed), to_time_point(start),
                   std::chrono::nanoseconds(done - start)});
+}
+
+int32_t executor_core::sample_next(sequence& s, const float* logits, int32_t vocab) {
+  return s.sampler.sample(logits, vocab);
 }
 
 void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {

@@ -104,6 +104,9 @@ class executor_core {
   };
 
   void run_step(step_output& out);
+  /// Picks the next token of `s` from its row of logits: the one place a row becomes a token,
+  /// where logit processing (penalties, bias) and log-probabilities hook in.
+  int32_t sample_next(sequence& s, const float* logits, int32_t vocab);
   void emit(sequence& s, int32_t token, stamp now, step_output& out);
   void finish(sequence& s, outcome how, finish_reason reason, ec code, std::string message,
               step_output& out);
