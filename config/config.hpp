@@ -141,6 +141,8 @@ struct server {
   int64_t max_stream_buffer_bytes = 1048576;
   /// The most prompts in one completion request's prompt array.
   int64_t max_prompts = 64;
+  /// The most choices (`n`) one completion request may ask for per prompt.
+  int64_t max_n = 16;
 };
 
 /// `[log]`: diagnostics.

@@ -108,6 +108,14 @@ class causal_lm {
   /// A one-line description: shape, device, slots, context, KV-cache bytes.
   virtual std::string describe() const = 0;
 
+  /// Whether `copy_prefix` works.
+  virtual bool copies_prefixes() const { return false; }
+
+  /// Copies the keys and values of positions [0, tokens) of slot `from` into slot `to` (distinct
+  /// slots), so that a sequence with the same prompt continues without a prefill of its own.
+  /// Only where `copies_prefixes()`.
+  virtual void copy_prefix(int32_t from, int32_t to, int32_t tokens) { (void)from, (void)to, (void)tokens; }
+
   /// Bytes of KV cache reserved.
   virtual int64_t kv_cache_bytes() const = 0;
 

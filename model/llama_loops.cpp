@@ -85,6 +85,21 @@ class llama_loops final : public llama_base {
     return prefill(decode_as_prefill_);
   }
 
+  bool copies_prefixes() const override { return true; }
+
+  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+    c10::InferenceMode guard;
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads;
+    for (int64_t l = 0; l < shape_.n_layers; ++l) {
+      // Keys are transposed ([slot, kv_head, element, position]): a run of `tokens` per element.
+      auto keys = k_cache_[l].narrow(0, 0, int64_t{slots_} * kvh * hs * context_).view(
+          {slots_, kvh, hs, context_});
+      keys[to].narrow(2, 0, tokens).copy_(keys[from].narrow(2, 0, tokens));
+      auto values = v_cache_[l].view({slots_, kvh, context_, hs});
+      values[to].narrow(1, 0, tokens).copy_(values[from].narrow(1, 0, tokens));
+    }
+  }
+
  private:
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
     const size_t first = pass.first, last = pass.last;

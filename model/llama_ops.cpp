@@ -113,6 +113,15 @@ class llama_ops final : public llama_base {
     return download(static_cast<int64_t>(items.size()));
   }
 
+  bool copies_prefixes() const override { return true; }
+
+  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+    c10::InferenceMode guard;
+    // [layer, slot, kv head, position, element]: every layer at once, on the device.
+    k_cache_.select(1, to).narrow(2, 0, tokens).copy_(k_cache_.select(1, from).narrow(2, 0, tokens));
+    v_cache_.select(1, to).narrow(2, 0, tokens).copy_(v_cache_.select(1, from).narrow(2, 0, tokens));
+  }
+
   logits_view decode(const std::vector<decode_item>& items) override {
     c10::InferenceMode guard;
     const int64_t n = static_cast<int64_t>(items.size());

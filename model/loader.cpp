@@ -52,6 +52,9 @@ class trivial_model final : public causal_lm {
            std::to_string(context_) + " tokens";
   }
   int64_t kv_cache_bytes() const override { return 0; }
+  // No cache: the logits depend on the position alone.
+  bool copies_prefixes() const override { return true; }
+  void copy_prefix(int32_t, int32_t, int32_t) override {}
 
  private:
   template <class PositionOf>

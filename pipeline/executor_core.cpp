@@ -120,14 +120,26 @@ void executor_core::run_step(step_output& out) {
   }
   // One forward pass for everything: the new prompts, then one token of every sequence that was
   // already running. A static batch pads its prompts to the longest, and its ended members keep
-  // their rows until the batch ends, as a padded batch does.
+  // their rows until the batch ends, as a padded batch does. A new prompt equal to an earlier
+  // one of this step (the choices of a request with n > 1) is not computed again: it copies the
+  // earlier one's KV-cache rows and samples from its logits with its own sampler.
   items_.clear();
   rows_.clear();
+  followers_.clear();
   padded_prompts_.resize(batch.size());
   int64_t computed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& s = *batch[i];
     const int32_t n = int32_t(s.req.prompt.size());
+    if (!static_batch_ && n > 0 && model_->copies_prefixes()) {
+      auto leader = std::find_if(rows_.begin(), rows_.end(),
+                                 [&](const sequence* l) { return l->req.prompt == s.req.prompt; });
+      if (leader != rows_.end()) {
+        followers_.push_back({&s, size_t(leader - rows_.begin())});
+        prompt_tokens -= n;  // not processed: the step's real tokens count it once
+        continue;
+      }
+    }
     if (static_batch_ && n < longest) {
       // Right padding: the pad tokens sit after the prompt, where the causal mask keeps them
       // from changing the prompt's logits; decoding later overwrites their cache rows.
@@ -141,7 +153,7 @@ void executor_core::run_step(step_output& out) {
     computed += items_.back().count;
     rows_.push_back(&s);
   }
-  const size_t admitted = batch.size();
+  const size_t admitted = rows_.size();
   int64_t decoded = 0;
   for (auto& s : running_) {
     if (s->position >= model_->context()) continue;
@@ -154,17 +166,23 @@ void executor_core::run_step(step_output& out) {
   if (batch.empty() && decoded == 0) return;
   const stamp start = clock_();
   auto logits = model_->prefill(items_);
+  for (auto& f : followers_)
+    model_->copy_prefix(rows_[f.leader_row]->slot, f.seq->slot, int32_t(f.seq->req.prompt.size()));
   const stamp done = clock_();
   for (size_t i = 0; i < rows_.size(); ++i) {
     sequence& s = *rows_[i];
-    if (i < admitted) {
+    if (i < admitted)
       s.position = int32_t(s.req.prompt.size());
-      running_.push_back(std::move(batch[i]));
-    } else {
+    else
       ++s.position;
-    }
     if (!s.ended) emit(s, sample_next(s, logits.row(int32_t(i)), logits.vocab), done, out);
   }
+  for (auto& f : followers_) {
+    sequence& s = *f.seq;
+    s.position = int32_t(s.req.prompt.size());
+    if (!s.ended) emit(s, sample_next(s, logits.row(int32_t(f.leader_row)), logits.vocab), done, out);
+  }
+  for (auto& s : batch) running_.push_back(std::move(s));
   out.step_timings.push_back(
       step_timing{name_, admitted > 0 ? step_kind::prefill : step_kind::decode, items_.size(),
                   size_t(prompt_tokens + decoded), size_t(computed), to_time_point(start),

@@ -127,6 +127,12 @@ class executor_core {
   std::vector<model::prefill_item> items_;
   std::vector<std::vector<int32_t>> padded_prompts_;
   std::vector<sequence*> rows_;
+  // A new sequence whose prompt equals that of rows_[leader_row]: it shares that row's prefill.
+  struct follower {
+    sequence* seq;
+    size_t leader_row;
+  };
+  std::vector<follower> followers_;
 };
 
 }  // namespace conveyor::pipeline

@@ -1,19 +1,22 @@
 // One completion request being answered: fan-out of prompt arrays, choices, stream events.
 #include "server/completion_task.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
 namespace conveyor::server::detail {
 
 completion_task::completion_task(uint64_t serial, completion_meta meta, bool stream,
-                                 bool include_usage, std::size_t choices)
+                                 bool include_usage, std::size_t choices,
+                                 std::size_t choices_per_prompt)
     : serial_(serial),
       meta_(std::move(meta)),
       stream_(stream),
       include_usage_(include_usage),
       choices_(choices),
-      remaining_(choices) {}
+      remaining_(choices),
+      choices_per_prompt_(std::max<std::size_t>(choices_per_prompt, 1)) {}
 
 completion_task::~completion_task() {
   cancel();
@@ -67,6 +70,8 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   choice.handle.reset();
   choice.finish_reason = std::move(finish_reason);
   choice.usage = usage;
+  // The prompt's tokens count once, with its first choice.
+  if (index % choices_per_prompt_ != 0) choice.usage.prompt_tokens = 0;
   remaining_ -= 1;
   if (stream_) {
     add_role(index, out);

@@ -30,9 +30,11 @@ struct task_output {
 /// calls it on its strand and writes what it returns.
 class completion_task {
  public:
-  /// A task with `choices` choices; `serial` tells its events from those of older tasks.
+  /// A task with `choices` choices, `choices_per_prompt` (`n`) of each prompt in turn; `serial`
+  /// tells its events from those of older tasks. The usage counts each prompt once, as OpenAI's
+  /// does, however many choices it has.
   completion_task(uint64_t serial, completion_meta meta, bool stream, bool include_usage,
-                  std::size_t choices);
+                  std::size_t choices, std::size_t choices_per_prompt = 1);
 
   /// Cancels what still runs (see `cancel`).
   ~completion_task();
@@ -92,6 +94,7 @@ class completion_task {
   bool include_usage_;
   std::vector<choice_state> choices_;
   std::size_t remaining_;
+  std::size_t choices_per_prompt_;
 };
 
 }  // namespace conveyor::server::detail

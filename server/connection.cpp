@@ -331,6 +331,7 @@ class http_connection final : public connection,
     ctx.defaults = st_.backend.defaults();
     ctx.chat_template = st_.options.chat_template.get();
     ctx.max_prompts = st_.options.max_prompts;
+    ctx.max_n = st_.options.max_n;
     auto read = read_completion_request(body, kind, ctx);
     if (auto* refusal = std::get_if<error_answer>(&read)) {
       respond_answer(*refusal);
@@ -340,7 +341,7 @@ class http_connection final : public connection,
     auto serial = ++serial_;
     task_ = std::make_unique<completion_task>(
         serial, completion_meta{make_completion_id(kind), unix_now(), st_.model, kind},
-        request.stream, request.include_usage, request.requests.size());
+        request.stream, request.include_usage, request.requests.size(), request.n);
     st_.job_started();
     start_watch();
     auto failure =

@@ -59,6 +59,8 @@ struct server_options {
       static_cast<std::size_t>(config::server{}.max_stream_buffer_bytes);
   /// Most prompts in one request's prompt array.
   std::size_t max_prompts = static_cast<std::size_t>(config::server{}.max_prompts);
+  /// The most choices (`n`) per prompt.
+  std::size_t max_n = static_cast<std::size_t>(config::server{}.max_n);
   /// The chat template `POST /v1/chat/completions` renders conversations with; null answers
   /// that endpoint with 404.
   std::shared_ptr<const chat::chat_template> chat_template;

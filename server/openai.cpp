@@ -39,8 +39,6 @@ std::vector<std::string> get_prompts(const json& obj, std::size_t max_prompts) {
 // Fields of OpenAI's API that Conveyor does not implement: refused when they ask for more than
 // the plain behaviour, so that a client never silently gets less than it asked for.
 void refuse_unsupported(const json& obj) {
-  if (auto n = get_integer(obj, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
-    fail("n", "'n' > 1 is not supported; send the prompt several times in an array instead");
   if (auto b = get_integer(obj, "best_of", 1, std::numeric_limits<int32_t>::max()); b && *b != 1)
     fail("best_of", "'best_of' > 1 is not supported");
   if (auto e = get_bool(obj, "echo"); e && *e) fail("echo", "'echo' is not supported");
@@ -51,20 +49,23 @@ void refuse_unsupported(const json& obj) {
 }
 
 completion_body parse_object(const json& obj, const completion_defaults& defaults,
-                             std::size_t max_prompts) {
+                             std::size_t max_prompts, std::size_t max_n) {
   if (auto* model = find(obj, "model"); model && !model->is_string())
     fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
   auto prompts = get_prompts(obj, max_prompts);
   refuse_unsupported(obj);
+  const std::size_t n = get_n(obj, max_n);
 
   auto proto = parse_sampling(obj, defaults);
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();
-  result.requests.reserve(prompts.size());
+  // Choices in OpenAI's order: the n choices of prompt 0, then those of prompt 1, ...
+  result.n = n;
+  result.requests.reserve(prompts.size() * n);
   for (auto& prompt : prompts) {
-    result.requests.push_back(proto);
-    result.requests.back().prompt = std::move(prompt);
+    proto.prompt = std::move(prompt);
+    add_choices(proto, n, result);
   }
   return result;
 }
@@ -93,11 +94,12 @@ json usage_object(completion_usage usage) {
 
 std::variant<completion_body, body_error> parse_completion_body(std::string_view body,
                                                                 const completion_defaults& defaults,
-                                                                std::size_t max_prompts) {
+                                                                std::size_t max_prompts,
+                                                                std::size_t max_n) {
   json obj;
   if (auto err = parse_json_object(body, obj)) return *err;
   try {
-    return parse_object(obj, defaults, max_prompts);
+    return parse_object(obj, defaults, max_prompts, max_n);
   } catch (const field_error& e) {
     return body_error{e.message, e.param};
   }

@@ -39,6 +39,8 @@ struct completion_body {
   bool include_usage = false;
   /// `model` as the client named it; absent (or null) leaves the choice to the server.
   std::optional<std::string> model;
+  /// `n`: choices per prompt; `requests` holds the n of each prompt in turn.
+  std::size_t n = 1;
 };
 
 /// Why a body was refused: a 400 with `param` naming the field.
@@ -50,23 +52,26 @@ struct body_error {
 };
 
 /// Parses and validates a completion body: fields of the wrong type or out of range, a missing
-/// or empty prompt, more than `max_prompts` prompts, or features Conveyor lacks (n > 1,
-/// best_of > 1, echo, logprobs, suffix) give a `body_error`. Absent or null fields take their
-/// value from `defaults`. Unknown fields are ignored.
+/// or empty prompt, more than `max_prompts` prompts, `n` above `max_n`, or features Conveyor
+/// lacks (best_of > 1, echo, logprobs, suffix) give a `body_error`. Absent or null fields take
+/// their value from `defaults`. Unknown fields are ignored. Each prompt gives `n` requests
+/// (choices), the n of prompt 0 first; choice i of a prompt gets `seed` + i.
 std::variant<completion_body, body_error> parse_completion_body(std::string_view body,
                                                                 const completion_defaults& defaults,
-                                                                std::size_t max_prompts);
+                                                                std::size_t max_prompts,
+                                                                std::size_t max_n = 16);
 
 /// Parses and validates a chat completion body and renders its conversation with `tmpl` into
 /// the one request's prompt (tokenized without BOS when the template writes `bos_token`).
 /// `messages` must be a non-empty array of {role: system|user|assistant, content: a string or
 /// an array of {type: "text", text} parts, joined by newlines}; `max_completion_tokens` takes
-/// precedence over `max_tokens`; the other fields are those of `parse_completion_body` (n > 1,
-/// logprobs and tools are refused). A template that refuses the conversation
-/// (raise_exception) gives a body_error on "messages".
+/// precedence over `max_tokens`; the other fields are those of `parse_completion_body` (`n`
+/// choices of the one prompt; logprobs and tools are refused). A template that refuses the
+/// conversation (raise_exception) gives a body_error on "messages".
 std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const completion_defaults& defaults,
-                                                          const chat::chat_template& tmpl);
+                                                          const chat::chat_template& tmpl,
+                                                          std::size_t max_n = 16);
 
 // -- responses -----------------------------------------------------------------------------------
 

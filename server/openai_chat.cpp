@@ -70,8 +70,6 @@ std::vector<chat::chat_message> get_messages(const json& obj) {
 
 // Chat fields Conveyor does not implement, refused when they ask for more than plain text.
 void refuse_unsupported_chat(const json& obj) {
-  if (auto n = get_integer(obj, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
-    fail("n", "'n' > 1 is not supported; send the request several times instead");
   if (auto l = get_bool(obj, "logprobs"); l && *l) fail("logprobs", "'logprobs' is not supported");
   if (auto* t = find(obj, "top_logprobs"); t && !(t->is_number() && t->get<double>() == 0))
     fail("top_logprobs", "'top_logprobs' is not supported");
@@ -86,11 +84,12 @@ void refuse_unsupported_chat(const json& obj) {
 }
 
 completion_body parse_chat_object(const json& obj, const completion_defaults& defaults,
-                                  const chat::chat_template& tmpl) {
+                                  const chat::chat_template& tmpl, std::size_t max_n) {
   if (auto* model = find(obj, "model"); model && !model->is_string())
     fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
   auto messages = get_messages(obj);
   refuse_unsupported_chat(obj);
+  const std::size_t n = get_n(obj, max_n);
   // Both limits are checked; the newer max_completion_tokens wins when both are given.
   get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto proto = parse_sampling(
@@ -102,7 +101,8 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   if (!prompt) fail("messages", message_of(prompt.error()));
   proto.prompt = std::move(prompt->text);
   proto.add_bos = prompt->add_bos;
-  result.requests.push_back(std::move(proto));
+  result.n = n;
+  add_choices(proto, n, result);
   return result;
 }
 
@@ -110,11 +110,12 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
 
 std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const completion_defaults& defaults,
-                                                          const chat::chat_template& tmpl) {
+                                                          const chat::chat_template& tmpl,
+                                                          std::size_t max_n) {
   json obj;
   if (auto err = parse_json_object(body, obj)) return *err;
   try {
-    return parse_chat_object(obj, defaults, tmpl);
+    return parse_chat_object(obj, defaults, tmpl, max_n);
   } catch (const field_error& e) {
     return body_error{e.message, e.param};
   }

@@ -164,6 +164,23 @@ completion_request parse_sampling(const json& obj, const completion_defaults& de
   return proto;
 }
 
+std::size_t get_n(const json& obj, std::size_t max_n) {
+  auto* j = find(obj, "n");
+  if (!j) return 1;
+  auto n = get_integer(obj, "n", 1, std::numeric_limits<int32_t>::max());
+  if (static_cast<std::size_t>(*n) > max_n)
+    fail("n", "'n' must be at most " + std::to_string(max_n) + " (server.max_n), got " + j->dump());
+  return static_cast<std::size_t>(*n);
+}
+
+void add_choices(const completion_request& proto, std::size_t n, completion_body& body) {
+  for (std::size_t i = 0; i < n; ++i) {
+    body.requests.push_back(proto);
+    // Wraps around like the 64-bit seed it is.
+    if (proto.seed) body.requests.back().seed = *proto.seed + i;
+  }
+}
+
 void parse_stream(const json& obj, completion_body& result) {
   result.stream = get_bool(obj, "stream").value_or(false);
   if (auto* options = find(obj, "stream_options")) {

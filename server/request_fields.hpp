@@ -54,6 +54,14 @@ std::vector<std::string> get_stop(const json& obj);
 completion_request parse_sampling(const json& obj, const completion_defaults& defaults,
                                   const char* max_tokens_field = "max_tokens");
 
+/// `n`, the choices per prompt: an integer in [1, max_n] (`server.max_n`), 1 when absent.
+std::size_t get_n(const json& obj, std::size_t max_n);
+
+/// Appends `n` requests for one prompt to `body`: copies of `proto`, choice i with `seed` + i
+/// when a seed is given (each choice its own generator; absent seeds stay absent, so that each
+/// choice draws its own).
+void add_choices(const completion_request& proto, std::size_t n, completion_body& body);
+
 /// `stream` and `stream_options.include_usage` into `body`.
 void parse_stream(const json& obj, completion_body& body);
 

@@ -42,8 +42,8 @@ std::variant<completion_body, error_answer> read_completion_request(std::string_
                                                                     api_kind kind,
                                                                     const request_context& ctx) {
   auto parsed = kind == api_kind::chat_completions
-                    ? parse_chat_body(body, ctx.defaults, *ctx.chat_template)
-                    : parse_completion_body(body, ctx.defaults, ctx.max_prompts);
+                    ? parse_chat_body(body, ctx.defaults, *ctx.chat_template, ctx.max_n)
+                    : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);
   if (auto* err = std::get_if<body_error>(&parsed)) {
     error_answer answer;
     answer.message = std::move(err->message);

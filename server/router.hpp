@@ -62,6 +62,8 @@ struct request_context {
   const chat::chat_template* chat_template = nullptr;
   /// Most prompts in a prompt array.
   std::size_t max_prompts = 64;
+  /// Most choices per prompt (`n`).
+  std::size_t max_n = 16;
 };
 
 /// Reads the body of a completion or chat completion request: a 400 naming the field when it

@@ -78,6 +78,7 @@ int run_serve(const config_flags& flags) {
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
   so.max_stream_buffer_bytes = size_t(cfg->server.max_stream_buffer_bytes);
   so.max_prompts = size_t(cfg->server.max_prompts);
+  so.max_n = size_t(cfg->server.max_n);
   so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));
   server::http_server http{so, backend};
   if (auto err = http.start()) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -34,9 +35,11 @@ class executor_core_test : public ::testing::Test {
     expected = test::load_expected_run();
   }
 
-  std::unique_ptr<executor_core> make_core(int32_t slots) {
+  std::unique_ptr<executor_core> make_core(
+      int32_t slots, model::llama_network network = model::llama_network::automatic) {
     model::runtime_options opt;
     opt.slots = slots;
+    opt.network = network;
     auto m = model::load_model(test::stories_model(), opt);
     EXPECT_TRUE(m);
     return std::make_unique<executor_core>("test", std::move(*m), tokenizer);
@@ -165,6 +168,64 @@ TEST_F(executor_core_test, continuous_joins_keep_every_answer_exact) {
     EXPECT_EQ(mixed[r.id].text, alone[r.id].text) << "request " << r.id;
   }
   EXPECT_EQ(mixed[1].tokens, expected.generated());
+}
+
+// The choices of a request with n > 1: equal prompts admitted together share one prefill, on
+// both networks, and each continues exactly as it would alone (its cache rows were copied).
+TEST_F(executor_core_test, equal_prompts_share_one_prefill_and_each_continues_as_alone) {
+  for (auto network : {model::llama_network::loops, model::llama_network::torch_ops}) {
+    SCOPED_TRACE(network == model::llama_network::loops ? "loops" : "torch_ops");
+    // Greedy: four equal choices, each run.c's story.
+    auto core = make_core(6, network);
+    std::vector<sequence_request> choices;
+    for (request_id id = 1; id <= 4; ++id) choices.push_back(request(id, story_prompt, 60));
+    step_output admitted;
+    core->admit(choices, false, admitted);
+    std::map<request_id, run_result> out;
+    auto first = core->step();
+    ASSERT_EQ(first.step_timings.size(), 1u);
+    EXPECT_EQ(first.step_timings[0].kind, step_kind::prefill);
+    // One row computed: the prompt's 5 tokens once, not four times.
+    EXPECT_EQ(first.step_timings[0].batch_size, 1u);
+    EXPECT_EQ(first.step_timings[0].tokens, 5u);
+    EXPECT_EQ(first.step_timings[0].padded_tokens, 5u);
+    collect(first, out);
+    for (int i = 0; i < 1000 && core->has_work(); ++i) collect(core->step(), out);
+    for (request_id id = 1; id <= 4; ++id) {
+      EXPECT_EQ(out[id].tokens, expected.generated()) << "choice " << id;
+      EXPECT_EQ(out[id].result.how, outcome::finished) << "choice " << id;
+    }
+    EXPECT_EQ(core->free_slots(), 6);
+
+    // Sampled: choice i with seed 7 + i equals the same request sent alone with that seed.
+    auto sampled = [&](request_id id) {
+      auto r = request(id, story_prompt, 40);
+      r.params.temperature = 1.0f;
+      r.params.seed = 7 + id;
+      return r;
+    };
+    std::map<request_id, run_result> alone;
+    for (request_id id = 0; id < 4; ++id) {
+      auto single = make_core(1, network);
+      step_output ignored;
+      single->admit({sampled(id)}, false, ignored);
+      alone[id] = run(*single)[id];
+    }
+    // With another prompt in the same step, so that the shared row is not the only one.
+    std::vector<sequence_request> mixed{request(100, other_prompts[0], 10)};
+    for (request_id id = 0; id < 4; ++id) mixed.push_back(sampled(id));
+    auto shared = make_core(6, network);
+    shared->admit(mixed, false, admitted);
+    auto together = run(*shared);
+    std::set<std::vector<int32_t>> distinct;
+    for (request_id id = 0; id < 4; ++id) {
+      EXPECT_EQ(together[id].tokens, alone[id].tokens) << "choice " << id;
+      EXPECT_EQ(together[id].text, alone[id].text) << "choice " << id;
+      distinct.insert(together[id].tokens);
+    }
+    // Different seeds drew different stories: the choices did not share a generator.
+    EXPECT_GT(distinct.size(), 1u);
+  }
 }
 
 TEST_F(executor_core_test, cancel_frees_the_slot_at_the_next_step) {

@@ -163,7 +163,8 @@ TEST_F(chat_test, bad_conversations_are_400_naming_the_field) {
   expect_400(R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content");
   expect_400(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
              "messages[0].content[0].type");
-  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "n");
+  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "n",
+             "'n' must be at most 16 (server.max_n), got 17");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
              "max_completion_tokens");

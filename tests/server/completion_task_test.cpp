@@ -73,6 +73,22 @@ TEST(completion_task, a_prompt_array_fans_out_and_answers_once_all_choices_finis
   EXPECT_EQ(j["usage"]["total_tokens"], 5);
 }
 
+TEST(completion_task, n_choices_count_their_prompt_once_in_the_usage) {
+  // Two prompts with two choices each (n = 2): prompts of 5 and 3 tokens, as OpenAI counts them.
+  recording_backend backend;
+  completion_task task{1, meta(api_kind::completions), true, true, 4, 2};
+  ASSERT_EQ(task.submit(backend, prompts({"a", "a", "b", "b"}), no_events), std::nullopt);
+  task.on_finish(0, "length", {5, 2});
+  task.on_finish(1, "length", {5, 2});
+  task.on_finish(3, "stop", {3, 1});
+  auto end = task.on_finish(2, "length", {3, 2});
+  ASSERT_TRUE(end.finished);
+  auto usage = json::parse(end.events[end.events.size() - 2])["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], 8);
+  EXPECT_EQ(usage["completion_tokens"], 7);
+  EXPECT_EQ(usage["total_tokens"], 15);
+}
+
 TEST(completion_task, a_chat_stream_sends_the_role_first_then_usage_and_done) {
   recording_backend backend;
   completion_task task{1, meta(api_kind::chat_completions), true, true, 1};

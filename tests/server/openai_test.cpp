@@ -138,7 +138,9 @@ TEST(server_openai_parse, bad_bodies_name_their_field) {
       {R"({"prompt": "p", "priority": 1.5})", "priority"},
       {R"({"prompt": "p", "timeout": 0})", "timeout"},
       {R"({"prompt": "p", "model": 5})", "model"},
-      {R"({"prompt": "p", "n": 2})", "n"},
+      {R"({"prompt": "p", "n": 17})", "n"},
+      {R"({"prompt": "p", "n": 0})", "n"},
+      {R"({"prompt": "p", "n": 1.5})", "n"},
       {R"({"prompt": "p", "best_of": 3})", "best_of"},
       {R"({"prompt": "p", "echo": true})", "echo"},
       {R"({"prompt": "p", "logprobs": 2})", "logprobs"},
@@ -154,6 +156,37 @@ TEST(server_openai_parse, bad_bodies_name_their_field) {
     EXPECT_EQ(err.param, c.param) << c.body << ": " << err.message;
     EXPECT_FALSE(err.message.empty());
   }
+}
+
+TEST(server_openai_parse, n_gives_n_choices_per_prompt_in_openai_order_with_consecutive_seeds) {
+  auto body = parse_ok(R"({"prompt": ["a", "b"], "n": 3, "seed": 10, "temperature": 0.5})");
+  ASSERT_EQ(body.requests.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(body.requests[i].prompt, i < 3 ? "a" : "b") << i;
+    ASSERT_TRUE(body.requests[i].seed.has_value()) << i;
+    EXPECT_EQ(*body.requests[i].seed, 10 + i % 3) << i;
+    EXPECT_EQ(body.requests[i].temperature, 0.5f) << i;
+  }
+  // Without a seed each choice draws its own: none is fixed here.
+  auto unseeded = parse_ok(R"({"prompt": "a", "n": 2})");
+  ASSERT_EQ(unseeded.requests.size(), 2u);
+  EXPECT_FALSE(unseeded.requests[0].seed.has_value());
+  EXPECT_FALSE(unseeded.requests[1].seed.has_value());
+  // The largest seed wraps around, as a 64-bit generator seed does.
+  auto wrapped = parse_ok(R"({"prompt": "a", "n": 2, "seed": 18446744073709551615})");
+  EXPECT_EQ(*wrapped.requests[1].seed, 0u);
+}
+
+TEST(server_openai_parse, n_above_the_servers_limit_is_refused_before_any_work) {
+  auto refused = parse_completion_body(R"({"prompt": "a", "n": 2147483647})", completion_defaults{},
+                                       64, 4);
+  ASSERT_TRUE(std::holds_alternative<body_error>(refused));
+  EXPECT_EQ(std::get<body_error>(refused).param, "n");
+  EXPECT_EQ(std::get<body_error>(refused).message,
+            "'n' must be at most 4 (server.max_n), got 2147483647");
+  auto four = parse_completion_body(R"({"prompt": "a", "n": 4})", completion_defaults{}, 64, 4);
+  ASSERT_TRUE(std::holds_alternative<completion_body>(four));
+  EXPECT_EQ(std::get<completion_body>(four).requests.size(), 4u);
 }
 
 TEST(server_openai_parse, too_many_prompts_are_refused) {
