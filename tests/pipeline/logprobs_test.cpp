@@ -272,6 +272,28 @@ TEST_P(logprobs_test, sampled_tokens_are_scored_under_top_k) {
   }
 }
 
+TEST_P(logprobs_test, the_end_token_is_reported_last_without_text) {
+  // stories260K ends a story with BOS: its log-probability comes after the last token's, as
+  // vLLM reports the end token, with no text and not counted as a completion token.
+  const auto& c = fixture["cases"][0];
+  auto core = make_core(1);
+  auto r = request(1, c, 2, false);
+  r.params.max_tokens = 400;
+  step_output admitted;
+  core->admit({r}, false, admitted);
+  auto out = run(*core);
+  EXPECT_EQ(out[1].result.reason, finish_reason::stop);
+  ASSERT_EQ(out[1].logprobs.size(), out[1].tokens.size() + 1);
+  EXPECT_EQ(out[1].result.completion_tokens, int32_t(out[1].tokens.size()));
+  const auto& end = out[1].logprobs.back();
+  EXPECT_EQ(end.chosen.token, 1);
+  EXPECT_EQ(end.chosen.text, "");
+  EXPECT_LE(end.chosen.logprob, 0.0f);
+  EXPECT_EQ(end.top.at(0).token, 1);  // greedy: the most likely
+  for (size_t i = 0; i < out[1].tokens.size(); ++i)
+    EXPECT_EQ(out[1].logprobs[i].chosen.token, out[1].tokens[i]);
+}
+
 INSTANTIATE_TEST_SUITE_P(networks, logprobs_test,
                          ::testing::Values(model::llama_network::loops,
                                            model::llama_network::torch_ops),
