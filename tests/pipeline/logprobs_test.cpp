@@ -294,6 +294,24 @@ TEST_P(logprobs_test, the_end_token_is_reported_last_without_text) {
     EXPECT_EQ(out[1].logprobs[i].chosen.token, out[1].tokens[i]);
 }
 
+TEST_P(logprobs_test, the_token_that_completes_a_stop_string_is_reported) {
+  // As vLLM does: the stop string is cut from the text, the tokens that made it are reported.
+  const auto& c = fixture["cases"][0];
+  auto core = make_core(1);
+  auto r = request(1, c, 1, false);
+  r.params.max_tokens = 40;
+  r.params.stop = {" girl"};
+  step_output admitted;
+  core->admit({r}, false, admitted);
+  auto out = run(*core);
+  EXPECT_EQ(out[1].result.reason, finish_reason::stop);
+  EXPECT_EQ(out[1].text.find("girl"), std::string::npos) << out[1].text;
+  ASSERT_EQ(out[1].logprobs.size(), out[1].tokens.size());
+  std::string pieces;
+  for (const auto& e : out[1].logprobs) pieces += e.chosen.text;
+  EXPECT_EQ(pieces, out[1].text + " girl") << out[1].text;
+}
+
 INSTANTIATE_TEST_SUITE_P(networks, logprobs_test,
                          ::testing::Values(model::llama_network::loops,
                                            model::llama_network::torch_ops),
