@@ -117,8 +117,10 @@ class llama_ops final : public llama_base {
     if (rows > ws_logits_.size(0)) {
       if (!wide_logits_.defined() || wide_logits_.size(0) < rows) {
         wide_logits_ = at::empty({rows, int64_t{shape_.vocab_size}}, ws_logits_.options());
-        h_wide_logits_ =
-            device_.is_cpu() ? wide_logits_ : host_staging_like(wide_logits_, at::kFloat, device_);
+        // As h_logits_: the tensor itself when it is float32 host memory, else a staging copy.
+        h_wide_logits_ = device_.is_cpu() && wide_logits_.scalar_type() == at::kFloat
+                             ? wide_logits_
+                             : host_staging_like(wide_logits_, at::kFloat, device_);
       }
       logits_ = &wide_logits_;
       h_out_ = &h_wide_logits_;

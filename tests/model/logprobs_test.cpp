@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "model/causal_lm.hpp"
 #include "model/logprobs.hpp"
 #include "model/sampler.hpp"
+#include "test_support.hpp"
 
 using namespace conveyor::model;
 
@@ -113,5 +115,71 @@ TEST(logprobs, agree_with_what_the_sampler_draws) {
       EXPECT_NEAR(double(counts[id]) / draws, std::exp(double(lp)), 0.0125) << "token " << id;
     }
     EXPECT_NEAR(mass, 1.0, 1e-6);
+  }
+}
+
+namespace {
+
+struct network_case {
+  const char* name;
+  llama_network network;
+  compute_dtype dtype;
+  double tolerance;
+};
+
+}  // namespace
+
+// A prefill item with all_logits returns, in order, the rows that prefills of its prefixes would
+// return last (bf16 within a few of its steps at these logits' size, up to 16): on both networks
+// and in bf16, with the other items' rows where they belong, and
+// with more rows than one forward pass holds (a context of 24 makes passes of 24 rows), which
+// then come from a buffer of their own.
+TEST(all_logits, every_row_is_the_last_row_of_the_prefix_up_to_it) {
+  for (const auto& nc : {network_case{"loops", llama_network::loops, compute_dtype::f32, 1e-4},
+                         network_case{"torch_ops", llama_network::torch_ops, compute_dtype::f32,
+                                      1e-4},
+                         network_case{"torch_ops bf16", llama_network::torch_ops,
+                                      compute_dtype::bf16, 0.5}}) {
+    SCOPED_TRACE(nc.name);
+    runtime_options opt;
+    opt.slots = 4;
+    opt.context = 24;
+    opt.max_batched_tokens = 1;
+    opt.network = nc.network;
+    opt.dtype = nc.dtype;
+    auto m = load_model(conveyor::test::stories_model(), opt);
+    ASSERT_TRUE(m) << conveyor::message_of(m.error());
+    const std::vector<int32_t> a{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421};
+    const std::vector<int32_t> b{1, 403, 409, 261, 384, 326, 295, 375, 361, 277, 287};
+    const std::vector<int32_t> c{1, 432};
+    // a and b: every row; c: its last. 13 + 11 + 1 = 25 rows, more than a pass's 24, from two
+    // passes (a and b, then c).
+    std::vector<prefill_item> items{{0, 0, a.data(), int32_t(a.size()), -1, true},
+                                    {1, 0, b.data(), int32_t(b.size()), -1, true},
+                                    {2, 0, c.data(), int32_t(c.size()), -1, false}};
+    auto view = (*m)->prefill(items);
+    ASSERT_EQ(view.rows, int32_t(a.size() + b.size() + 1));
+    const int32_t vocab = view.vocab;
+    std::vector<std::vector<float>> rows;
+    for (int32_t r = 0; r < view.rows; ++r) rows.emplace_back(view.row(r), view.row(r) + vocab);
+    // The largest difference between `got` and the last row of a prefill of ids[0..n).
+    auto distance = [&](const std::vector<int32_t>& ids, size_t n, const std::vector<float>& got) {
+      auto single = (*m)->prefill({{3, 0, ids.data(), int32_t(n), -1, false}});
+      double worst = 0;
+      for (int32_t v = 0; v < vocab; ++v)
+        worst = std::max(worst, double(std::abs(single.row(0)[v] - got[size_t(v)])));
+      return worst;
+    };
+    auto expect_prefix = [&](const std::vector<int32_t>& ids, size_t n,
+                             const std::vector<float>& got) {
+      EXPECT_LE(distance(ids, n, got), nc.tolerance) << "prefix of " << n;
+      // The tolerance tells rows apart: the next position's row is far from this one.
+      if (n < ids.size()) {
+        EXPECT_GT(distance(ids, n + 1, got), 4 * nc.tolerance) << n;
+      }
+    };
+    for (size_t t = 0; t < a.size(); ++t) expect_prefix(a, t + 1, rows[t]);
+    for (size_t t = 0; t < b.size(); ++t) expect_prefix(b, t + 1, rows[a.size() + t]);
+    expect_prefix(c, c.size(), rows[a.size() + b.size()]);
   }
 }
