@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,16 @@ class instant_backend : public completion_backend {
     struct handle : request_handle {
       void cancel() override {}
     };
+    // Log-probabilities when asked for (issue 14): the prompt's (echo) and the texts', with
+    // an excluded alternative and the NaN of a prompt's first token.
+    if (req.prompt_logprobs)
+      events.on_logprobs({{"", std::numeric_limits<float>::quiet_NaN(), {}},
+                          {req.prompt.substr(0, 3), -1.0f, {{"x", -0.5f}}}},
+                         true);
+    if (req.logprobs >= 0)
+      events.on_logprobs({{"Once", -0.25f, {{"Once", -0.25f}, {"One", -1.5f}}},
+                          {" upon", -0.125f, {{" upon", -0.125f}, {"\xC3", -INFINITY}}}},
+                         false);
     events.on_text("Once upon");
     events.on_text(" a time" + std::string(req.prompt.size() % 3, '!'));
     events.on_finish("length", completion_usage{int32_t(req.prompt.size()), 2});

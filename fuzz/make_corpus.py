@@ -109,6 +109,8 @@ bodies = [
     {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
      "stream": True},
     {"prompt": "x", "n": 2, "logprobs": 1, "priority": 3, "temperature": None},
+    {"prompt": "Lily", "max_tokens": 0, "echo": True, "logprobs": 20, "stream": True},
+    {"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 5},
 ]
 for i, body in enumerate(bodies):
     write(d, "body%d.json" % i, json.dumps(body))

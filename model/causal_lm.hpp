@@ -64,6 +64,9 @@ struct prefill_item {
   /// Which of the `count` tokens gives the returned logits; -1 means the last. A right-padded
   /// prompt (padding after the real tokens) asks for its last real token.
   int32_t logits_at = -1;
+  /// Return the logits of every one of the `count` tokens, in order (`count` rows instead of
+  /// one; `logits_at` is then ignored): what the log-probabilities of a prompt need.
+  bool all_logits = false;
 };
 
 /// One sequence's part of a decode step: `token` at `position` in `slot`.
@@ -99,7 +102,8 @@ class causal_lm {
   /// True when the model has no real end token (random weights): generation ignores EOS/BOS.
   virtual bool ignores_end_tokens() const = 0;
 
-  /// Runs the prompts of `items` (distinct slots) and returns one logits row per item, in order.
+  /// Runs the prompts of `items` (distinct slots) and returns one logits row per item, in order
+  /// (`count` rows for an item with `all_logits`).
   virtual logits_view prefill(const std::vector<prefill_item>& items) = 0;
 
   /// Runs one token for each item (distinct slots) and returns one logits row per item.

@@ -11,13 +11,18 @@ incremental_detokenizer::incremental_detokenizer(std::shared_ptr<const tokenizer
                                                  int32_t preceding)
     : tokenizer_(std::move(tok)), previous_(preceding) {}
 
-void incremental_detokenizer::take(int32_t id) {
+std::string incremental_detokenizer::bytes_of(int32_t id) const {
   auto bytes = tokenizer_->token_bytes(id);
   // Only at the start of the text, as SentencePiece decodes: a BOS inside a stream that has
   // already printed something (an added token of a tokenizer.json) leaves the next space alone.
   if (at_start_ && previous_ == tokenizer_->bos_id() &&
       tokenizer_->decode_strips_leading_space() && !bytes.empty() && bytes.front() == ' ')
     bytes.erase(0, 1);
+  return bytes;
+}
+
+void incremental_detokenizer::take(int32_t id) {
+  auto bytes = bytes_of(id);
   if (!bytes.empty()) at_start_ = false;
   held_ += bytes;
   previous_ = id;
@@ -31,6 +36,11 @@ std::string incremental_detokenizer::push(int32_t id) {
 std::string incremental_detokenizer::push(const std::vector<int32_t>& ids) {
   for (auto id : ids) take(id);
   return drain_utf8(held_, false);
+}
+
+std::string incremental_detokenizer::peek(int32_t id) const {
+  std::string held = held_ + bytes_of(id);
+  return drain_utf8(held, false);
 }
 
 std::string incremental_detokenizer::flush() {

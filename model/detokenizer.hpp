@@ -32,6 +32,10 @@ class incremental_detokenizer {
   /// Feeds several tokens in order; returns the text that is now safe to emit.
   std::string push(const std::vector<int32_t>& ids);
 
+  /// The text that `push(id)` would return now, without pushing it: the text of an alternative
+  /// token in this stream's context (log-probabilities report it).
+  std::string peek(int32_t id) const;
+
   /// Ends the stream: returns what is held, an incomplete character as U+FFFD. The detokenizer
   /// may then start a new stream.
   std::string flush();
@@ -42,6 +46,8 @@ class incremental_detokenizer {
  private:
   // Appends the bytes of `id` to held_, less the space that follows BOS.
   void take(int32_t id);
+  // The bytes `take(id)` appends.
+  std::string bytes_of(int32_t id) const;
 
   std::shared_ptr<const tokenizer> tokenizer_;
   /// Bytes received but not emitted: at most an incomplete character.

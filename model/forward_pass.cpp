@@ -5,9 +5,16 @@
 
 namespace conveyor::model {
 
-void lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pass,
-                  int64_t kv_heads, int64_t context, const pass_rows& out) {
+int64_t logits_rows(const std::vector<prefill_item>& items) {
+  int64_t rows = 0;
+  for (const auto& it : items) rows += it.all_logits ? it.count : 1;
+  return rows;
+}
+
+int64_t lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pass,
+                     int64_t kv_heads, int64_t context, const pass_rows& out) {
   int64_t row = 0;
+  int64_t outputs = 0;
   for (size_t i = pass.first; i < pass.last; ++i) {
     const auto& it = items[i];
     for (int32_t t = 0; t < it.count; ++t, ++row) {
@@ -18,9 +25,14 @@ void lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pa
       for (int64_t kh = 0; kh < kv_heads; ++kh)
         out.cache_rows[row * kv_heads + kh] = (int64_t{it.slot} * kv_heads + kh) * context + position;
     }
+    if (it.all_logits) {
+      for (int32_t t = 0; t < it.count; ++t) out.logits_rows[outputs++] = row - it.count + t;
+      continue;
+    }
     const int32_t at = it.logits_at < 0 ? it.count - 1 : it.logits_at;
-    out.logits_rows[i - pass.first] = row - it.count + at;
+    out.logits_rows[outputs++] = row - it.count + at;
   }
+  return outputs;
 }
 
 expected<int32_t> checked_context(const llama_shape& shape, const runtime_options& options) {

@@ -39,15 +39,20 @@ struct pass_rows {
   /// The KV-cache row of (slot, kv head, position) of each row and kv head:
   /// (slot * kv_heads + kv_head) * context + position.
   int64_t* cache_rows = nullptr;
-  /// The row whose logits each item returns (its `logits_at`, by default its last token).
+  /// The rows whose logits each item returns (its `logits_at`, by default its last token;
+  /// every row of an item with `all_logits`).
   int64_t* logits_rows = nullptr;
   /// The slot of each row (optional).
   int64_t* slots = nullptr;
 };
 
-/// Writes the rows of `pass`: every token of its items, in order.
-void lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pass,
-                  int64_t kv_heads, int64_t context, const pass_rows& out);
+/// Logits rows a prefill of `items` returns: one per item, `count` for one with `all_logits`.
+int64_t logits_rows(const std::vector<prefill_item>& items);
+
+/// Writes the rows of `pass`: every token of its items, in order. Returns how many logits rows
+/// it listed in `out.logits_rows`.
+int64_t lay_out_rows(const std::vector<prefill_item>& items, const forward_pass& pass,
+                     int64_t kv_heads, int64_t context, const pass_rows& out);
 
 /// Checks the options shared by every network and resolves the context (0: the model's own).
 expected<int32_t> checked_context(const llama_shape& shape, const runtime_options& options);

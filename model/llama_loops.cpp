@@ -73,8 +73,11 @@ class llama_loops final : public llama_base {
     c10::InferenceMode guard;
     // Each item fits in a pass alone since capacity_ >= context_.
     rows_out_ = 0;
+    // Every position of long prompts may outgrow the workspace's rows: a larger buffer then.
+    const int64_t rows = logits_rows(items);
+    if (rows > ws_logits_.size(0)) ws_logits_ = at::empty({rows, int64_t{shape_.vocab_size}});
     for_each_pass(items, capacity_, [&](const forward_pass& pass) { prefill_pass(items, pass); });
-    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(items.size()), shape_.vocab_size};
+    return {ws_logits_.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
   }
 
   logits_view decode(const std::vector<decode_item>& items) override {
@@ -105,9 +108,10 @@ class llama_loops final : public llama_base {
     const size_t first = pass.first, last = pass.last;
     const int64_t n = pass.tokens;
     auto* slot = ws_slots_.data_ptr<int64_t>();
-    lay_out_rows(items, pass, shape_.n_kv_heads, context_,
-                 {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
-                  ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(), slot});
+    const int64_t outputs =
+        lay_out_rows(items, pass, shape_.n_kv_heads, context_,
+                     {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
+                      ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(), slot});
     // Short prompts go through the row loop; long ones through matrix products (slot -1 here).
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
@@ -124,8 +128,8 @@ class llama_loops final : public llama_base {
         offset += items[i].count;
       }
     });
-    final_logits(static_cast<int64_t>(last - first), rows_out_);
-    rows_out_ += static_cast<int64_t>(last - first);
+    final_logits(outputs, rows_out_);
+    rows_out_ += outputs;
   }
 
   template <class Attention>

@@ -109,8 +109,27 @@ class llama_ops final : public llama_base {
     c10::InferenceMode guard;
     // Each item fits in a pass alone since capacity_ >= context_.
     rows_out_ = 0;
+    // Every position of long prompts may outgrow the workspace's rows: a buffer of their own then
+    // (ws_logits_ stays where the captured decode graphs write).
+    const int64_t rows = logits_rows(items);
+    logits_ = &ws_logits_;
+    h_out_ = &h_logits_;
+    if (rows > ws_logits_.size(0)) {
+      if (!wide_logits_.defined() || wide_logits_.size(0) < rows) {
+        wide_logits_ = at::empty({rows, int64_t{shape_.vocab_size}}, ws_logits_.options());
+        // As h_logits_: the tensor itself when it is float32 host memory, else a staging copy.
+        h_wide_logits_ = device_.is_cpu() && wide_logits_.scalar_type() == at::kFloat
+                             ? wide_logits_
+                             : host_staging_like(wide_logits_, at::kFloat, device_);
+      }
+      logits_ = &wide_logits_;
+      h_out_ = &h_wide_logits_;
+    }
     for_each_pass(items, capacity_, [&](const forward_pass& pass) { prefill_pass(items, pass); });
-    return download(static_cast<int64_t>(items.size()));
+    auto view = download(rows, *logits_, *h_out_);
+    logits_ = &ws_logits_;
+    h_out_ = &h_logits_;
+    return view;
   }
 
   bool copies_prefixes() const override { return true; }
@@ -163,16 +182,16 @@ class llama_ops final : public llama_base {
       });
       final_logits(rows, 0);
     });
-    return download(n);
+    return download(n, ws_logits_, h_logits_);
   }
 
  private:
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
     synchronize(device_);  // the previous pass may still read the staging buffers
-    lay_out_rows(items, pass, shape_.n_kv_heads, context_,
-                 {h_tokens_.data_ptr<int64_t>(), h_positions_.data_ptr<int64_t>(),
-                  h_cache_rows_.data_ptr<int64_t>(), h_last_.data_ptr<int64_t>(), nullptr});
-    const int64_t outputs = static_cast<int64_t>(pass.last - pass.first);
+    const int64_t outputs =
+        lay_out_rows(items, pass, shape_.n_kv_heads, context_,
+                     {h_tokens_.data_ptr<int64_t>(), h_positions_.data_ptr<int64_t>(),
+                      h_cache_rows_.data_ptr<int64_t>(), h_last_.data_ptr<int64_t>(), nullptr});
     upload(pass.tokens, outputs, 0);
     forward(pass.tokens, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       int64_t offset = 0;
@@ -255,7 +274,8 @@ class llama_ops final : public llama_base {
     }
   }
 
-  // Logits of the rows listed in ws_last_[0..m) into ws_logits_[offset..offset+m).
+  // Logits of the rows listed in ws_last_[0..m) into *logits_[offset..offset+m) (ws_logits_
+  // unless a prefill needs more rows).
   void final_logits(int64_t m, int64_t offset) {
     auto xf = ws_xf_.narrow(0, 0, m);
     auto xfn = ws_xfn_.narrow(0, 0, m);
@@ -263,7 +283,7 @@ class llama_ops final : public llama_base {
     auto ms = ws_msf_.narrow(0, 0, m);
     at::index_select_out(xf, ws_x_, 0, ws_last_.narrow(0, 0, m));
     rmsnorm(xfn, xf, sq, ms);
-    auto out = ws_logits_.narrow(0, offset, m);
+    auto out = logits_->narrow(0, offset, m);
     at::mm_out(out, xfn, weights_.wcls_t);
   }
 
@@ -343,10 +363,9 @@ class llama_ops final : public llama_base {
   }
 
   /// The first `rows` rows of logits, readable on the host (a blocking copy from a GPU).
-  logits_view download(int64_t rows) {
-    if (!h_logits_.is_same(ws_logits_))
-      h_logits_.narrow(0, 0, rows).copy_(ws_logits_.narrow(0, 0, rows));
-    return {h_logits_.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
+  logits_view download(int64_t rows, const at::Tensor& logits, at::Tensor& host) {
+    if (!host.is_same(logits)) host.narrow(0, 0, rows).copy_(logits.narrow(0, 0, rows));
+    return {host.data_ptr<float>(), static_cast<int32_t>(rows), shape_.vocab_size};
   }
 
   c10::Device device_;
@@ -361,6 +380,11 @@ class llama_ops final : public llama_base {
       ws_ms_, ws_qkv_, ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_xf_, ws_xfn_,
       ws_msf_, ws_logits_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_;
   at::Tensor h_tokens_, h_positions_, h_cache_rows_, h_last_, h_slots_, h_mask_, h_logits_;
+  // Logits of a prefill with more rows than the workspace (every position of long prompts), on
+  // the device and the host; and where final_logits writes and download reads now.
+  at::Tensor wide_logits_, h_wide_logits_;
+  at::Tensor* logits_ = &ws_logits_;
+  at::Tensor* h_out_ = &h_logits_;
 };
 
 }  // namespace

@@ -39,10 +39,16 @@ class trivial_model final : public causal_lm {
   int32_t context() const override { return context_; }
   bool ignores_end_tokens() const override { return true; }
   logits_view prefill(const std::vector<prefill_item>& items) override {
-    return fill(items.size(), [&](size_t i) {
-      const auto& it = items[i];
-      return it.start + (it.logits_at < 0 ? it.count - 1 : it.logits_at);
-    });
+    // The position of each returned row: every token of an item with all_logits.
+    positions_.clear();
+    for (const auto& it : items) {
+      if (it.all_logits) {
+        for (int32_t t = 0; t < it.count; ++t) positions_.push_back(it.start + t);
+      } else {
+        positions_.push_back(it.start + (it.logits_at < 0 ? it.count - 1 : it.logits_at));
+      }
+    }
+    return fill(positions_.size(), [&](size_t i) { return positions_[i]; });
   }
   logits_view decode(const std::vector<decode_item>& items) override {
     return fill(items.size(), [&](size_t i) { return items[i].position; });
@@ -72,6 +78,7 @@ class trivial_model final : public causal_lm {
   int32_t context_;
   llama_shape shape_;
   std::vector<float> logits_;
+  std::vector<int32_t> positions_;
 };
 
 int collect_blas(dl_phdr_info* info, size_t, void* data) {

@@ -26,6 +26,30 @@ struct sampling_params {
 /// Index of the largest value (the first one on ties).
 int32_t argmax(const float* logits, int32_t n);
 
+/// The tokens that sampling at a temperature above 0 draws from for one row, after top_k and
+/// top_p, with their weights exp((logit - max_logit) / temperature): the one computation both
+/// the sampler and the log-probabilities (model/logprobs.hpp) use, so that they always agree.
+struct candidate_set {
+  /// True when every token is kept (no top_k, no top_p): `weights` is then indexed by id and
+  /// `candidates` is empty.
+  bool all = false;
+  /// (logit, id), most likely first (the lower id first on ties); the first `keep` are kept.
+  /// With top_k only the first top_k are in order.
+  std::vector<std::pair<float, int32_t>> candidates;
+  /// Weight of each kept token (by id when `all`, else in the order of `candidates`).
+  std::vector<double> weights;
+  /// Number of kept tokens.
+  size_t keep = 0;
+  /// Sum of the kept weights.
+  double total = 0.0;
+  /// The largest logit of the row.
+  float max_logit = 0.0f;
+};
+
+/// Fills `set` with the tokens that `params` (temperature > 0) keeps from `logits`.
+void select_candidates(const float* logits, int32_t vocab, const sampling_params& params,
+                       candidate_set& set);
+
 /// Samples tokens for one request. Each request owns one, so sampling never depends on the batch.
 class sampler {
  public:
@@ -42,8 +66,7 @@ class sampler {
 
   sampling_params params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;
-  std::vector<double> probs_;
+  candidate_set set_;
 };
 
 }  // namespace conveyor::model

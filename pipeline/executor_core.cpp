@@ -1,6 +1,7 @@
 #include "pipeline/executor_core.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace conveyor::pipeline {
 
@@ -53,7 +54,8 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  model::incremental_detokenizer{tokenizer_,
                                                                                 preceding},
                                                  std::move(stops),
-                                                 {}});
+                                                 {},
+                                                 std::nullopt});
     free_slots_.pop_back();
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
@@ -131,7 +133,8 @@ void executor_core::run_step(step_output& out) {
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& s = *batch[i];
     const int32_t n = int32_t(s.req.prompt.size());
-    if (!static_batch_ && n > 0 && model_->copies_prefixes()) {
+    // A follower that reports its prompt's log-probabilities needs its own rows of logits.
+    if (!static_batch_ && n > 0 && !s.req.params.prompt_logprobs && model_->copies_prefixes()) {
       auto leader = std::find_if(rows_.begin(), rows_.end(),
                                  [&](const sequence* l) { return l->req.prompt == s.req.prompt; });
       if (leader != rows_.end()) {
@@ -146,9 +149,10 @@ void executor_core::run_step(step_output& out) {
       auto& p = padded_prompts_[i];
       p.assign(s.req.prompt.begin(), s.req.prompt.end());
       p.resize(size_t(std::min(longest, model_->context())), s.req.prompt.back());
-      items_.push_back({s.slot, 0, p.data(), int32_t(p.size()), n - 1});
+      items_.push_back(
+          {s.slot, 0, p.data(), int32_t(p.size()), n - 1, s.req.params.prompt_logprobs});
     } else {
-      items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1});
+      items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1, s.req.params.prompt_logprobs});
     }
     computed += items_.back().count;
     rows_.push_back(&s);
@@ -169,18 +173,31 @@ void executor_core::run_step(step_output& out) {
   for (auto& f : followers_)
     model_->copy_prefix(rows_[f.leader_row]->slot, f.seq->slot, int32_t(f.seq->req.prompt.size()));
   const stamp done = clock_();
+  int32_t row = 0;  // an item with all_logits has a row per token
+  sample_rows_.resize(rows_.size());
   for (size_t i = 0; i < rows_.size(); ++i) {
     sequence& s = *rows_[i];
-    if (i < admitted)
+    const auto& item = items_[i];
+    const int32_t first_row = row;
+    row += item.all_logits ? item.count : 1;
+    sample_rows_[i] =
+        item.all_logits ? first_row + (item.logits_at < 0 ? item.count - 1 : item.logits_at)
+                        : first_row;
+    if (i < admitted) {
       s.position = int32_t(s.req.prompt.size());
-    else
+      if (item.all_logits && !s.ended) emit_prompt_logprobs(s, logits, first_row, out);
+      end_if_prompt_only(s, done, out);
+    } else {
       ++s.position;
-    if (!s.ended) emit(s, sample_next(s, logits.row(int32_t(i)), logits.vocab), done, out);
+    }
+    if (!s.ended) emit(s, sample_next(s, logits.row(sample_rows_[i]), logits.vocab), done, out);
   }
   for (auto& f : followers_) {
     sequence& s = *f.seq;
     s.position = int32_t(s.req.prompt.size());
-    if (!s.ended) emit(s, sample_next(s, logits.row(int32_t(f.leader_row)), logits.vocab), done, out);
+    end_if_prompt_only(s, done, out);
+    if (!s.ended)
+      emit(s, sample_next(s, logits.row(sample_rows_[f.leader_row]), logits.vocab), done, out);
   }
   for (auto& s : batch) running_.push_back(std::move(s));
   out.step_timings.push_back(
@@ -189,27 +206,88 @@ void executor_core::run_step(step_output& out) {
                   std::chrono::nanoseconds(done - start)});
 }
 
+void executor_core::end_if_prompt_only(sequence& s, stamp now, step_output& out) {
+  // max_tokens 0 (echo): the prompt was all that was asked for.
+  if (s.req.params.max_tokens != 0 || s.ended) return;
+  s.req.times.first_token = now;
+  finish(s, outcome::finished, finish_reason::length, ec::none, {}, out);
+}
+
 int32_t executor_core::sample_next(sequence& s, const float* logits, int32_t vocab) {
-  return s.sampler.sample(logits, vocab);
+  const int32_t token = s.sampler.sample(logits, vocab);
+  // Log-probabilities (issue 14): of the very row the sampler drew from, under its settings.
+  if (s.req.params.logprobs >= 0)
+    s.scores = model::sampled_logprobs(logits, vocab, s.sampler.params(), token,
+                                       std::min(s.req.params.logprobs, model::max_top_logprobs));
+  return token;
+}
+
+namespace {
+
+// A position's scores with each token's text in the context of `detokenizer`.
+token_logprob describe(const model::token_scores& scores,
+                       const model::incremental_detokenizer& detokenizer) {
+  token_logprob entry;
+  entry.chosen = {scores.chosen.id, scores.chosen.logprob, detokenizer.peek(scores.chosen.id)};
+  entry.top.reserve(scores.top.size());
+  for (const auto& t : scores.top) entry.top.push_back({t.id, t.logprob, detokenizer.peek(t.id)});
+  return entry;
+}
+
+}  // namespace
+
+token_chunk& executor_core::chunk_of(const sequence& s, step_output& out) {
+  if (out.chunks.empty() || out.chunks.back().id != s.req.id)
+    out.chunks.push_back(token_chunk{s.req.id, {}, {}, {}, {}});
+  return out.chunks.back();
+}
+
+void executor_core::emit_prompt_logprobs(sequence& s, const model::logits_view& logits,
+                                         int32_t first_row, step_output& out) {
+  const auto& prompt = s.req.prompt;
+  const int32_t top_n = std::max(0, std::min(s.req.params.logprobs, model::max_top_logprobs));
+  std::vector<token_logprob> entries;
+  entries.reserve(prompt.size());
+  // Texts as the prompt decodes: the space after BOS dropped, as decode_prompt does.
+  model::incremental_detokenizer detokenizer{tokenizer_, -1};
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    if (t == 0) {
+      // The first token follows nothing: no log-probability.
+      entries.push_back(
+          {{prompt[0], std::numeric_limits<float>::quiet_NaN(), detokenizer.peek(prompt[0])}, {}});
+    } else {
+      // Teacher-forced: token t under the raw distribution after tokens 0..t-1.
+      entries.push_back(describe(model::raw_logprobs(logits.row(first_row + int32_t(t) - 1),
+                                                     logits.vocab, prompt[t], top_n),
+                                 detokenizer));
+    }
+    detokenizer.push(prompt[t]);
+  }
+  chunk_of(s, out).prompt_logprobs = std::move(entries);
 }
 
 void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {
   if (s.req.times.first_token == 0) s.req.times.first_token = now;
   s.token_times.push_back(to_time_point(now));
+  // Log-probabilities (issue 14): the texts in the context before this token.
+  std::optional<token_logprob> scored;
+  if (s.scores) scored = describe(*s.scores, s.detokenizer);
+  s.scores.reset();
   if (is_end_token(s, token)) {
+    // Reported as vLLM does: the end token's log-probability comes last, with no text.
+    if (scored) chunk_of(s, out).logprobs.push_back(std::move(*scored));
     finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);
     return;
   }
   s.next_token = token;
   ++s.generated;
   std::string text = s.stops.push(s.detokenizer.push(token));
-  if (!text.empty() || !s.stops.stopped()) {
-    if (!out.chunks.empty() && out.chunks.back().id == s.req.id) {
-      out.chunks.back().text += text;
-      out.chunks.back().tokens.push_back(token);
-    } else {
-      out.chunks.push_back(token_chunk{s.req.id, std::move(text), {token}});
-    }
+  // The token that completes a stop string keeps its log-probability, though its text is cut.
+  if (!text.empty() || !s.stops.stopped() || scored) {
+    auto& chunk = chunk_of(s, out);
+    chunk.text += text;
+    chunk.tokens.push_back(token);
+    if (scored) chunk.logprobs.push_back(std::move(*scored));
   }
   if (s.stops.stopped()) {
     finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);

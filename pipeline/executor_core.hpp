@@ -12,6 +12,7 @@
 
 #include "model/causal_lm.hpp"
 #include "model/detokenizer.hpp"
+#include "model/logprobs.hpp"
 #include "model/sampler.hpp"
 #include "model/stop_strings.hpp"
 #include "model/tokenizer.hpp"
@@ -101,13 +102,23 @@ class executor_core {
     model::incremental_detokenizer detokenizer;
     model::stop_string_matcher stops;
     std::vector<time_point> token_times;
+    // Log-probabilities (issue 14): those of the token sample_next just picked, for emit.
+    std::optional<model::token_scores> scores;
   };
 
   void run_step(step_output& out);
   /// Picks the next token of `s` from its row of logits: the one place a row becomes a token,
   /// where logit processing (penalties, bias) and log-probabilities hook in.
   int32_t sample_next(sequence& s, const float* logits, int32_t vocab);
+  /// Ends a just-prefilled `s` that asked for no tokens (max_tokens 0 with echo).
+  void end_if_prompt_only(sequence& s, stamp now, step_output& out);
   void emit(sequence& s, int32_t token, stamp now, step_output& out);
+  /// The chunk of `s` in this step's output (a new one when the last is another request's).
+  token_chunk& chunk_of(const sequence& s, step_output& out);
+  /// Log-probabilities (issue 14): the prompt's, teacher-forced, from its rows of logits
+  /// (`rows` holds one per prompt token).
+  void emit_prompt_logprobs(sequence& s, const model::logits_view& logits, int32_t first_row,
+                            step_output& out);
   void finish(sequence& s, outcome how, finish_reason reason, ec code, std::string message,
               step_output& out);
   void release_ended();
@@ -133,6 +144,8 @@ class executor_core {
     size_t leader_row;
   };
   std::vector<follower> followers_;
+  // The row of logits each entry of rows_ samples from (an all_logits item has several).
+  std::vector<int32_t> sample_rows_;
 };
 
 }  // namespace conveyor::pipeline

@@ -54,12 +54,20 @@ struct generation_params {
   std::vector<std::string> stop;
   /// Generate exactly max_tokens, ignoring end tokens (benchmarks on random weights do).
   bool ignore_eos = false;
+  // -- log-probabilities and echo (issue 14) --
+  /// Report each sampled token's log-probability with this many alternatives (0..20); -1: none.
+  int32_t logprobs = -1;
+  /// Also report the prompt tokens' log-probabilities under the raw model (with `logprobs`
+  /// alternatives each, at least 0).
+  bool prompt_logprobs = false;
+  /// The client gets the prompt back (echo): max_tokens may then be 0, a prefill alone.
+  bool echo = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
   return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p, x.top_k,
-           x.seed, x.stop, x.ignore_eos);
+           x.seed, x.stop, x.ignore_eos, x.logprobs, x.prompt_logprobs, x.echo);
 }
 
 /// Time stamps of one request's stages (0 = not reached).
@@ -148,17 +156,52 @@ deadline_left left_of(stamp deadline, stamp now);
 /// there is none. One that had passed is at or before `now`, so it expires at once.
 stamp deadline_from(const deadline_left& left, stamp now);
 
+/// A token with its log-probability and its text, as an alternative at one position.
+struct token_alternative {
+  int32_t token = 0;
+  /// -infinity when the distribution sampled from excludes it (top_k, top_p).
+  float logprob = 0.0f;
+  /// The text it adds at that position (incremental_detokenizer::peek; "" for a control token
+  /// or a byte that does not complete a character).
+  std::string text;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_alternative& x) {
+  return f(caf::meta::type_name("token_alternative"), x.token, x.logprob, x.text);
+}
+
+/// One position's log-probabilities: the token there and the most likely alternatives.
+struct token_logprob {
+  /// The token, its log-probability (NaN for a prompt's first token, which has none) and text.
+  token_alternative chosen;
+  /// The most likely tokens, most likely first.
+  std::vector<token_alternative> top;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_logprob& x) {
+  return f(caf::meta::type_name("token_logprob"), x.chosen, x.top);
+}
+
 /// New output of one request from one step: text safe to show (UTF-8 complete, stop strings
 /// held back) and the token ids behind it.
 struct token_chunk {
   request_id id = 0;
   std::string text;
   std::vector<int32_t> tokens;
+  // -- log-probabilities (issue 14) --
+  /// When the request asked for them: one per token of `tokens`, in order, and one more for an
+  /// end token that ended the request (it is in no chunk's `tokens` and adds no text).
+  std::vector<token_logprob> logprobs{};
+  /// When the request asked for them: the prompt's tokens (first chunk only).
+  std::vector<token_logprob> prompt_logprobs{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_chunk& x) {
-  return f(caf::meta::type_name("token_chunk"), x.id, x.text, x.tokens);
+  return f(caf::meta::type_name("token_chunk"), x.id, x.text, x.tokens, x.logprobs,
+           x.prompt_logprobs);
 }
 
 /// The one final message of a request.

@@ -9,8 +9,12 @@
 namespace conveyor::pipeline {
 
 std::optional<std::string> check_request(const generation_params& p, double timeout_s) {
-  if (auto problem = max_tokens_problem(p.max_tokens); !problem.empty())
+  // With echo, max_tokens 0 asks for the prompt alone (its log-probabilities).
+  if (auto problem = max_tokens_problem(p.max_tokens);
+      !problem.empty() && !(p.echo && p.max_tokens == 0))
     return "max_tokens " + problem;
+  if (p.logprobs < -1 || p.logprobs > 20)
+    return "logprobs must be between 0 and 20 (-1: none), got " + std::to_string(p.logprobs);
   if (auto problem = temperature_problem(p.temperature); !problem.empty())
     return "temperature " + problem;
   if (auto problem = top_p_problem(p.top_p); !problem.empty()) return "top_p " + problem;

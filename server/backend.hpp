@@ -47,6 +47,15 @@ struct completion_request {
   /// Deadline in seconds from arrival, in (0, max_timeout_s] (common/deadline.hpp); absent means
   /// the backend's own limit.
   std::optional<double> timeout_s;
+  // -- log-probabilities and echo (issue 14) --
+  /// Report each generated token's log-probability with this many alternatives (0..20), through
+  /// `completion_events::on_logprobs`; -1: none.
+  int32_t logprobs = -1;
+  /// Also report the prompt tokens' log-probabilities (the first has none: NaN).
+  bool prompt_logprobs = false;
+  /// The prompt is returned before the completion (`echo`): max_tokens may then be 0, which
+  /// only prefills the prompt.
+  bool echo = false;
 };
 
 /// Values the server uses for fields that a request leaves out (`conveyor serve` sets them from
@@ -63,6 +72,25 @@ struct completion_usage {
 
 // -- events --------------------------------------------------------------------------------------
 
+/// An alternative token at one position: its text and log-probability.
+struct top_logprob {
+  /// The text the token adds there ("" for a control token, or a byte that does not complete a
+  /// character).
+  std::string token;
+  /// Natural log; -infinity when the distribution sampled from excludes it (top_k, top_p).
+  float logprob = 0.0f;
+};
+
+/// One position's log-probabilities: the token there and the most likely alternatives.
+struct token_logprob {
+  /// The token's text (as `top_logprob::token`).
+  std::string token;
+  /// Natural log; NaN for the first token of a prompt (nothing precedes it).
+  float logprob = 0.0f;
+  /// The most likely tokens there, most likely first (as many as the request asked for).
+  std::vector<top_logprob> top;
+};
+
 /// The callbacks of one request. The backend calls them from any thread, one at a time and in
 /// order, and calls exactly one of `on_finish` or `on_error` exactly once, last; it may do so
 /// from inside `submit` (e.g. a full queue). The callbacks never block and never call back into
@@ -75,6 +103,12 @@ struct completion_events {
   std::function<void(std::string finish_reason, completion_usage usage)> on_finish;
   /// The request failed or was cancelled; `message` is for humans.
   std::function<void(conveyor::ec code, std::string message)> on_error;
+  // -- log-probabilities (issue 14) --
+  /// Log-probabilities of tokens, for requests that asked for them (backends that never report
+  /// any may leave it unset; callers check). With `prompt` true: the prompt's tokens, once,
+  /// before any other event. Otherwise: the tokens of the next `on_text` (or of `on_finish`),
+  /// called before it; a last one for an end token that adds no text.
+  std::function<void(std::vector<token_logprob> entries, bool prompt)> on_logprobs;
 };
 
 /// The server's grip on one submitted request.

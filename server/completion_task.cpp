@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 #include <utility>
 
 namespace conveyor::server::detail {
@@ -26,6 +27,11 @@ std::optional<std::string> completion_task::submit(
     completion_backend& backend, std::vector<completion_request> requests,
     const std::function<completion_events(std::size_t index)>& events_for) {
   for (std::size_t i = 0; i < requests.size() && i < choices_.size(); ++i) {
+    auto& choice = choices_[i];
+    choice.echo = requests[i].echo;
+    if (choice.echo) choice.echo_text = requests[i].prompt;
+    choice.logprobs = requests[i].logprobs >= 0;
+    choice.offset = code_points(choice.echo_text);
     try {
       // Events are posted onto the connection's strand, so this task is still here when the
       // backend answers from inside submit.
@@ -48,16 +54,60 @@ void completion_task::add_role(std::size_t index, task_output& out) {
   out.events.push_back(render_role_chunk(meta_, index));
 }
 
+void completion_task::add_echo(std::size_t index, task_output& out, const logprobs_part* prompt) {
+  auto& choice = choices_[index];
+  if (!choice.echo) return;
+  choice.echo = false;
+  if (stream_)
+    out.events.push_back(render_chunk(meta_, index, choice.echo_text, std::nullopt, prompt));
+  else
+    choice.text.insert(0, choice.echo_text);
+}
+
+const logprobs_part* completion_task::pending(std::size_t index) const {
+  return choices_[index].logprobs ? &choices_[index].part : nullptr;
+}
+
+task_output completion_task::on_logprobs(std::size_t index, std::vector<token_logprob> entries,
+                                         bool prompt) {
+  task_output out;
+  if (!accepts(index)) return out;
+  auto& choice = choices_[index];
+  if (!choice.logprobs) return out;
+  logprobs_part part;
+  // The prompt's tokens start the whole text; the completion's continue after the echo.
+  std::size_t offset = prompt ? 0 : choice.offset;
+  for (auto& e : entries) {
+    part.text_offsets.push_back(offset);
+    offset += code_points(e.token);
+    part.tokens.push_back(std::move(e));
+  }
+  if (!prompt) choice.offset = offset;
+  if (prompt && stream_) {
+    add_echo(index, out, &part);
+    return out;
+  }
+  add_echo(index, out);
+  auto& into = choice.part;
+  into.tokens.insert(into.tokens.end(), std::make_move_iterator(part.tokens.begin()),
+                     std::make_move_iterator(part.tokens.end()));
+  into.text_offsets.insert(into.text_offsets.end(), part.text_offsets.begin(),
+                           part.text_offsets.end());
+  return out;
+}
+
 task_output completion_task::on_text(std::size_t index, std::string text) {
   task_output out;
   if (!accepts(index)) return out;
+  add_echo(index, out);
   if (!stream_) {
     choices_[index].text += text;
     return out;
   }
   if (text.empty()) return out;
   add_role(index, out);
-  out.events.push_back(render_chunk(meta_, index, text, std::nullopt));
+  out.events.push_back(render_chunk(meta_, index, text, std::nullopt, pending(index)));
+  choices_[index].part = {};
   return out;
 }
 
@@ -73,9 +123,11 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   // The prompt's tokens count once, with its first choice.
   if (index % choices_per_prompt_ != 0) choice.usage.prompt_tokens = 0;
   remaining_ -= 1;
+  add_echo(index, out);
   if (stream_) {
     add_role(index, out);
-    out.events.push_back(render_chunk(meta_, index, "", choice.finish_reason));
+    out.events.push_back(render_chunk(meta_, index, "", choice.finish_reason, pending(index)));
+    choice.part = {};
   }
   if (remaining_ > 0) return out;
   out.finished = true;
@@ -86,8 +138,10 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   }
   std::vector<choice_result> results;
   results.reserve(choices_.size());
-  for (auto& c : choices_)
+  for (auto& c : choices_) {
     results.push_back({std::move(c.text), std::move(c.finish_reason), c.usage});
+    if (c.logprobs) results.back().logprobs = std::move(c.part);
+  }
   out.body = render_completion(meta_, results);
   return out;
 }

@@ -61,6 +61,11 @@ class completion_task {
   /// else kept for the whole answer.
   task_output on_text(std::size_t index, std::string text);
 
+  /// Log-probabilities of choice `index` (issue 14): the prompt's (`prompt`; with echo, a stream
+  /// sends the echoed prompt with them at once) or those of the tokens of the next text, which a
+  /// stream sends with it.
+  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt);
+
   /// Choice `index` finished: its last chunk when streaming; once every choice finished, the
   /// usage chunk (when asked for) and "[DONE]", or the whole answer.
   task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage);
@@ -82,10 +87,25 @@ class completion_task {
     bool done = false;
     // A chat stream sent this choice's first chunk (the assistant role).
     bool role_sent = false;
+    // -- log-probabilities and echo (issue 14) --
+    // The prompt to send back before the completion (`echo`), until it was sent.
+    bool echo = false;
+    std::string echo_text;
+    // Log-probabilities were asked for: plain answers gather them all, streams those of the
+    // text not yet sent.
+    bool logprobs = false;
+    logprobs_part part;
+    // Where the next completion token's text starts in the whole text (code points).
+    std::size_t offset = 0;
   };
 
   // A chat stream opens each choice with a chunk carrying the assistant role.
   void add_role(std::size_t index, task_output& out);
+  // An echoing choice opens with its prompt (a stream chunk, with the prompt's log-probabilities
+  // when given; the start of a plain answer's text).
+  void add_echo(std::size_t index, task_output& out, const logprobs_part* prompt = nullptr);
+  // The log-probabilities a stream chunk carries now (null when none are wanted).
+  const logprobs_part* pending(std::size_t index) const;
   completion_usage total_usage() const;
 
   uint64_t serial_;

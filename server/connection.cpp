@@ -111,6 +111,12 @@ class http_connection final : public connection,
     if (auto* task = live_task(serial, index)) deliver(task->on_text(index, std::move(text)));
   }
 
+  void on_logprobs(uint64_t serial, std::size_t index, std::vector<token_logprob> entries,
+                   bool prompt) {
+    if (auto* task = live_task(serial, index))
+      deliver(task->on_logprobs(index, std::move(entries), prompt));
+  }
+
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
     if (auto* task = live_task(serial, index))
@@ -370,6 +376,12 @@ class http_connection final : public connection,
     events.on_error = [post = poster(), serial, index](ec code, std::string message) {
       post([serial, index, code, message = std::move(message)](http_connection& c) mutable {
         c.on_error(serial, index, code, std::move(message));
+      });
+    };
+    events.on_logprobs = [post = poster(), serial, index](std::vector<token_logprob> entries,
+                                                          bool prompt) {
+      post([serial, index, entries = std::move(entries), prompt](http_connection& c) mutable {
+        c.on_logprobs(serial, index, std::move(entries), prompt);
       });
     };
     return events;

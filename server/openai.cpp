@@ -1,5 +1,6 @@
 #include "server/openai.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -41,9 +42,6 @@ std::vector<std::string> get_prompts(const json& obj, std::size_t max_prompts) {
 void refuse_unsupported(const json& obj) {
   if (auto b = get_integer(obj, "best_of", 1, std::numeric_limits<int32_t>::max()); b && *b != 1)
     fail("best_of", "'best_of' > 1 is not supported");
-  if (auto e = get_bool(obj, "echo"); e && *e) fail("echo", "'echo' is not supported");
-  if (auto l = get_integer(obj, "logprobs", 0, 5); l && *l != 0)
-    fail("logprobs", "'logprobs' is not supported");
   if (auto* s = find(obj, "suffix"); s && !(s->is_string() && s->empty()))
     fail("suffix", "'suffix' is not supported");
 }
@@ -56,7 +54,22 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   refuse_unsupported(obj);
   const std::size_t n = get_n(obj, max_n);
 
-  auto proto = parse_sampling(obj, defaults);
+  // Log-probabilities and echo (issue 14). With echo, max_tokens 0 asks for the prompt alone
+  // (evaluation harnesses score prompts so); the shared parser allows it nowhere else.
+  const bool echo = get_bool(obj, "echo").value_or(false);
+  auto logprobs = get_integer(obj, "logprobs", 0, 20);
+  json without_max_tokens;
+  const json* fields = &obj;
+  if (auto* m = find(obj, "max_tokens"); echo && m && m->is_number() && m->get<double>() == 0) {
+    without_max_tokens = obj;
+    without_max_tokens.erase("max_tokens");
+    fields = &without_max_tokens;
+  }
+  auto proto = parse_sampling(*fields, defaults);
+  if (fields == &without_max_tokens) proto.max_tokens = 0;
+  proto.echo = echo;
+  proto.logprobs = logprobs ? int32_t(*logprobs) : -1;
+  proto.prompt_logprobs = echo && logprobs;
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();
@@ -82,6 +95,70 @@ json meta_object(const completion_meta& meta, bool chunk = false) {
               {"object", object},
               {"created", meta.created},
               {"model", meta.model}};
+}
+
+// A log-probability as OpenAI writes it: -infinity (a token top_k or top_p excludes) as
+// -9999.0, as vLLM does; NaN (a prompt's first token) as null.
+json logprob_value(float logprob) {
+  if (std::isnan(logprob)) return nullptr;
+  return std::max(double(logprob), -9999.0);
+}
+
+json utf8_bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(int(c));
+  return bytes;
+}
+
+// completions: {tokens, token_logprobs, top_logprobs, text_offset}; each top_logprobs entry maps
+// the alternatives' texts and the chosen token's to their log-probabilities (null where the
+// token has none).
+json completion_logprobs(const logprobs_part& part) {
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (std::size_t i = 0; i < part.tokens.size(); ++i) {
+    const auto& t = part.tokens[i];
+    tokens.push_back(t.token);
+    values.push_back(logprob_value(t.logprob));
+    if (std::isnan(t.logprob)) {
+      tops.push_back(nullptr);
+    } else {
+      json top = json::object();
+      // The most likely first: a text shared by several tokens keeps the likeliest's value.
+      for (const auto& alt : t.top)
+        if (!top.contains(alt.token)) top[alt.token] = logprob_value(alt.logprob);
+      if (!top.contains(t.token)) top[t.token] = logprob_value(t.logprob);
+      tops.push_back(std::move(top));
+    }
+    offsets.push_back(i < part.text_offsets.size() ? part.text_offsets[i] : 0);
+  }
+  return json{{"tokens", std::move(tokens)},
+              {"token_logprobs", std::move(values)},
+              {"top_logprobs", std::move(tops)},
+              {"text_offset", std::move(offsets)}};
+}
+
+// chat: {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+json chat_logprobs(const logprobs_part& part) {
+  json content = json::array();
+  for (const auto& t : part.tokens) {
+    json top = json::array();
+    for (const auto& alt : t.top)
+      top.push_back(json{{"token", alt.token},
+                         {"logprob", logprob_value(alt.logprob)},
+                         {"bytes", utf8_bytes(alt.token)}});
+    content.push_back(json{{"token", t.token},
+                           {"logprob", logprob_value(t.logprob)},
+                           {"bytes", utf8_bytes(t.token)},
+                           {"top_logprobs", std::move(top)}});
+  }
+  return json{{"content", std::move(content)}};
+}
+
+json logprobs_object(const completion_meta& meta, const logprobs_part* part) {
+  if (!part) return nullptr;
+  return meta.kind == api_kind::chat_completions ? chat_logprobs(*part)
+                                                 : completion_logprobs(*part);
 }
 
 json usage_object(completion_usage usage) {
@@ -120,15 +197,16 @@ std::string render_completion(const completion_meta& meta,
   completion_usage total;
   for (std::size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
+    const json logprobs = logprobs_object(meta, c.logprobs ? &*c.logprobs : nullptr);
     if (is_chat(meta))
       list.push_back(json{{"index", i},
                           {"message", {{"role", "assistant"}, {"content", c.text}}},
-                          {"logprobs", nullptr},
+                          {"logprobs", logprobs},
                           {"finish_reason", c.finish_reason}});
     else
       list.push_back(json{{"text", c.text},
                           {"index", i},
-                          {"logprobs", nullptr},
+                          {"logprobs", logprobs},
                           {"finish_reason", c.finish_reason}});
     total.prompt_tokens += c.usage.prompt_tokens;
     total.completion_tokens += c.usage.completion_tokens;
@@ -138,8 +216,15 @@ std::string render_completion(const completion_meta& meta,
   return dump(obj);
 }
 
+std::size_t code_points(std::string_view text) {
+  std::size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
-                         std::optional<std::string_view> finish_reason) {
+                         std::optional<std::string_view> finish_reason,
+                         const logprobs_part* logprobs) {
   json obj = meta_object(meta, true);
   json choice;
   if (is_chat(meta))
@@ -151,6 +236,7 @@ std::string render_chunk(const completion_meta& meta, std::size_t index, std::st
   else
     choice = json{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (finish_reason) choice["finish_reason"] = *finish_reason;
+  if (logprobs && !logprobs->tokens.empty()) choice["logprobs"] = logprobs_object(meta, logprobs);
   obj["choices"] = json::array({std::move(choice)});
   return dump(obj);
 }

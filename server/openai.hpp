@@ -53,9 +53,10 @@ struct body_error {
 
 /// Parses and validates a completion body: fields of the wrong type or out of range, a missing
 /// or empty prompt, more than `max_prompts` prompts, `n` above `max_n`, or features Conveyor
-/// lacks (best_of > 1, echo, logprobs, suffix) give a `body_error`. Absent or null fields take
-/// their value from `defaults`. Unknown fields are ignored. Each prompt gives `n` requests
-/// (choices), the n of prompt 0 first; choice i of a prompt gets `seed` + i.
+/// lacks (best_of > 1, suffix) give a `body_error`. `logprobs` is an integer 0..20, `echo` a
+/// boolean; `max_tokens` may be 0 with `echo`. Absent or null fields take their value from
+/// `defaults`. Unknown fields are ignored. Each prompt gives `n` requests (choices), the n of
+/// prompt 0 first; choice i of a prompt gets `seed` + i.
 std::variant<completion_body, body_error> parse_completion_body(std::string_view body,
                                                                 const completion_defaults& defaults,
                                                                 std::size_t max_prompts,
@@ -65,9 +66,10 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
 /// the one request's prompt (tokenized without BOS when the template writes `bos_token`).
 /// `messages` must be a non-empty array of {role: system|user|assistant, content: a string or
 /// an array of {type: "text", text} parts, joined by newlines}; `max_completion_tokens` takes
-/// precedence over `max_tokens`; the other fields are those of `parse_completion_body` (`n`
-/// choices of the one prompt; logprobs and tools are refused). A template that refuses the
-/// conversation (raise_exception) gives a body_error on "messages".
+/// precedence over `max_tokens`; `logprobs` is a boolean and `top_logprobs` 0..20 (only with
+/// `logprobs` true); the other fields are those of `parse_completion_body` (`n` choices of the
+/// one prompt; tools are refused). A template that refuses the conversation (raise_exception)
+/// gives a body_error on "messages".
 std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const completion_defaults& defaults,
                                                           const chat::chat_template& tmpl,
@@ -87,6 +89,15 @@ struct completion_meta {
   api_kind kind = api_kind::completions;
 };
 
+/// Log-probabilities of some of a choice's tokens, as `logprobs` renders them (issue 14).
+struct logprobs_part {
+  /// The tokens, in order (with echo, the prompt's first).
+  std::vector<token_logprob> tokens{};
+  /// Where each token's text starts in the choice's whole text, in code points (as Python
+  /// indexes a str); the completion's tokens start after the echoed prompt.
+  std::vector<std::size_t> text_offsets{};
+};
+
 /// One finished choice of a completion.
 struct choice_result {
   /// The whole generated text.
@@ -95,6 +106,8 @@ struct choice_result {
   std::string finish_reason;
   /// Its token counts.
   completion_usage usage;
+  /// Its log-probabilities when the request asked for them.
+  std::optional<logprobs_part> logprobs{};
 };
 
 /// Makes a fresh completion id: "cmpl-" ("chatcmpl-" for chat) and 24 random hex digits.
@@ -107,8 +120,13 @@ std::string render_completion(const completion_meta& meta,
 
 /// Renders one stream chunk of choice `index`: `finish_reason` null while it runs. For chat the
 /// text is the `delta`'s content (an empty delta on the last chunk when `text` is empty).
+/// `logprobs`, when given and not empty, are the log-probabilities of the chunk's tokens.
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
-                         std::optional<std::string_view> finish_reason);
+                         std::optional<std::string_view> finish_reason,
+                         const logprobs_part* logprobs = nullptr);
+
+/// Code points of UTF-8 `text` (what `text_offset` counts).
+std::size_t code_points(std::string_view text);
 
 /// Renders a chat stream's first chunk of choice `index`: delta {role: "assistant", content: ""}.
 std::string render_role_chunk(const completion_meta& meta, std::size_t index);

@@ -70,9 +70,6 @@ std::vector<chat::chat_message> get_messages(const json& obj) {
 
 // Chat fields Conveyor does not implement, refused when they ask for more than plain text.
 void refuse_unsupported_chat(const json& obj) {
-  if (auto l = get_bool(obj, "logprobs"); l && *l) fail("logprobs", "'logprobs' is not supported");
-  if (auto* t = find(obj, "top_logprobs"); t && !(t->is_number() && t->get<double>() == 0))
-    fail("top_logprobs", "'top_logprobs' is not supported");
   for (const char* name : {"tools", "functions"})
     if (auto* t = find(obj, name); t && !(t->is_array() && t->empty()))
       fail(name, detail::quoted(name) + " is not supported (no tool calls)");
@@ -94,6 +91,12 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto proto = parse_sampling(
       obj, defaults, find(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
+  // Log-probabilities (issue 14): `logprobs` true, with `top_logprobs` alternatives (0..20).
+  const bool logprobs = get_bool(obj, "logprobs").value_or(false);
+  auto top = get_integer(obj, "top_logprobs", 0, 20);
+  if (top && !logprobs)
+    fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  proto.logprobs = logprobs ? int32_t(top.value_or(0)) : -1;
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();

@@ -8,10 +8,28 @@ namespace conveyor::app {
 
 namespace {
 
+/// The server's view of the log-probabilities of some tokens.
+std::vector<server::token_logprob> to_server(std::vector<token_logprob>& entries) {
+  std::vector<server::token_logprob> out;
+  out.reserve(entries.size());
+  for (auto& e : entries) {
+    server::token_logprob t{std::move(e.chosen.text), e.chosen.logprob, {}};
+    t.top.reserve(e.top.size());
+    for (auto& alt : e.top) t.top.push_back({std::move(alt.text), alt.logprob});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 /// A sink that forwards one request's output to the server's callbacks, then quits.
 sink_actor::behavior_type bridge_sink(sink_actor::pointer self, server::completion_events events) {
   return {
       [=](token_chunk& chunk) {
+        if (events.on_logprobs) {
+          if (!chunk.prompt_logprobs.empty())
+            events.on_logprobs(to_server(chunk.prompt_logprobs), true);
+          if (!chunk.logprobs.empty()) events.on_logprobs(to_server(chunk.logprobs), false);
+        }
         if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
       },
       [=](request_result& r) {
@@ -57,6 +75,10 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   g.params.seed = req.seed ? *req.seed : seeds();
   g.priority = req.priority;
   g.timeout_s = req.timeout_s ? *req.timeout_s : 0.0;
+  // Log-probabilities and echo (issue 14).
+  g.params.logprobs = req.logprobs;
+  g.params.prompt_logprobs = req.prompt_logprobs;
+  g.params.echo = req.echo;
   auto sink = system_.spawn(bridge_sink, std::move(events));
   const auto id = g.id;
   caf::anon_send(pipeline_.front, atom::generate::value, std::move(g), sink);

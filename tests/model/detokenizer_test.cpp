@@ -190,6 +190,23 @@ TEST_P(detokenizer_test, decode_prompt_drops_one_leading_space) {
   EXPECT_EQ(decode_prompt(*tok, ids{410, byte_token(0xE4)}), "\xEF\xBF\xBD");
 }
 
+TEST_P(detokenizer_test, peek_is_push_without_pushing) {
+  // The texts that log-probabilities report: what push would return, the state left alone.
+  incremental_detokenizer detok{tok, tok->bos_id()};
+  EXPECT_EQ(detok.peek(403), "Once");  // after BOS: no leading space
+  EXPECT_EQ(detok.peek(403), "Once");
+  EXPECT_EQ(detok.push(403), "Once");
+  EXPECT_EQ(detok.peek(403), " Once");
+  EXPECT_EQ(detok.peek(tok->eos_id()), "");
+  // "é" is <0xC3><0xA9>: the first byte adds nothing yet, the second the whole character.
+  EXPECT_EQ(detok.peek(byte_token(0xC3)), "");
+  EXPECT_EQ(detok.push(byte_token(0xC3)), "");
+  EXPECT_EQ(detok.held_bytes(), 1u);
+  EXPECT_EQ(detok.peek(byte_token(0xA9)), "\xC3\xA9");
+  EXPECT_EQ(detok.held_bytes(), 1u);
+  EXPECT_EQ(detok.push(byte_token(0xA9)), "\xC3\xA9");
+}
+
 INSTANTIATE_TEST_SUITE_P(both_tokenizers, detokenizer_test,
                          ::testing::Values("tok512.model", "tok512.bin"), [](const auto& info) {
                            return info.param == "tok512.bin" ? std::string{"llama2c"}

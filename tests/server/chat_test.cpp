@@ -165,7 +165,12 @@ TEST_F(chat_test, bad_conversations_are_400_naming_the_field) {
              "messages[0].content[0].type");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "n",
              "'n' must be at most 16 (server.max_n), got 17");
-  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs");
+  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs");
+  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+             "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  expect_400(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                 "top_logprobs": 21})",
+             "top_logprobs");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
              "max_completion_tokens");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})",
