@@ -12,6 +12,7 @@
 
 #include "model/causal_lm.hpp"
 #include "model/detokenizer.hpp"
+#include "model/logit_processor.hpp"
 #include "model/sampler.hpp"
 #include "model/stop_strings.hpp"
 #include "model/tokenizer.hpp"
@@ -101,6 +102,8 @@ class executor_core {
     model::incremental_detokenizer detokenizer;
     model::stop_string_matcher stops;
     std::vector<time_point> token_times;
+    // -- logit processing: null when the request asks for none (its rows are not copied) --
+    std::unique_ptr<model::logit_processor> processor;
   };
 
   void run_step(step_output& out);
@@ -112,6 +115,8 @@ class executor_core {
               step_output& out);
   void release_ended();
   bool is_end_token(const sequence& s, int32_t token) const;
+  /// The ids that end `s` (its end ids unless ignored, and its stop_token_ids).
+  std::vector<int32_t> end_ids_of(const generation_params& p) const;
 
   std::string name_;
   std::string device_;
@@ -127,6 +132,8 @@ class executor_core {
   std::vector<model::prefill_item> items_;
   std::vector<std::vector<int32_t>> padded_prompts_;
   std::vector<sequence*> rows_;
+  /// The processed copy of a row of logits (logit processing).
+  std::vector<float> scratch_row_;
 };
 
 }  // namespace conveyor::pipeline
