@@ -12,6 +12,10 @@
 
 #include "server/openai.hpp"
 
+namespace conveyor::chat {
+struct chat_message;
+}  // namespace conveyor::chat
+
 namespace conveyor::server::detail {
 
 using json = nlohmann::json;
@@ -53,6 +57,21 @@ std::vector<std::string> get_stop(const json& obj);
 /// stop, priority, timeout; max_tokens from `max_tokens_field`), absent ones from `defaults`.
 completion_request parse_sampling(const json& obj, const completion_defaults& defaults,
                                   const char* max_tokens_field = "max_tokens");
+
+/// presence_penalty, frequency_penalty, repetition_penalty, logit_bias, stop_token_ids, min_tokens
+/// (after max_tokens) and ignore_eos into `proto`; token ids are checked against
+/// `defaults.vocab_size`.
+void parse_logit_fields(const json& obj, const completion_defaults& defaults,
+                        completion_request& proto);
+
+/// What is wrong with `j` as a token id of a vocabulary of `vocab_size` ids (0: unknown), or "".
+std::string token_id_problem(const json& j, int32_t vocab_size);
+
+/// `j` as a token id, or a field_error on `param`.
+int32_t get_token_id(const json& j, int32_t vocab_size, const std::string& param);
+
+/// The `messages` of a chat body, checked as `parse_chat_body` checks them.
+std::vector<chat::chat_message> read_messages(const json& obj);
 
 /// `stream` and `stream_options.include_usage` into `body`.
 void parse_stream(const json& obj, completion_body& body);
