@@ -219,10 +219,10 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
     for (const auto& [key, value] : bias->items()) {
       const std::string param = "logit_bias." + key;
       // The keys are token ids written as strings, as OpenAI's clients send them: digits only.
-      int64_t id = -1;
-      bool digits = !key.empty() && key.size() <= 10 &&
-                    key.find_first_not_of("0123456789") == std::string::npos;
-      if (digits) id = std::stoll(key);
+      const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+      // More than ten digits is beyond any vocabulary (and beyond int64 past 18).
+      const int64_t id = !digits ? -1 : key.size() > 10 ? std::numeric_limits<int64_t>::max()
+                                                        : std::stoll(key);
       const int64_t hi =
           defaults.vocab_size > 0 ? int64_t(defaults.vocab_size) - 1 : std::numeric_limits<int32_t>::max();
       if (!digits)
@@ -235,7 +235,7 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
       const double b = value.get<double>();
       if (auto problem = logit_bias_problem(b); !problem.empty())
         fail(param, detail::quoted(param) + " " + problem);
-      proto.logit_bias.push_back(token_bias{int32_t(id), float(b)});
+      proto.logit_bias.push_back(token_bias{static_cast<int32_t>(id), static_cast<float>(b)});
     }
   }
   if (auto* ids = find(obj, "stop_token_ids")) {
