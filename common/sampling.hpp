@@ -3,8 +3,8 @@
 // and the HTTP server.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 

@@ -218,7 +218,8 @@ void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out
   s.next_token = token;
   ++s.generated;
   // min_tokens: stop strings count from the min_tokens-th token on, as vLLM checks them.
-  if (s.generated == s.req.params.min_tokens) s.stops = model::stop_string_matcher{s.req.params.stop};
+  if (s.generated == s.req.params.min_tokens)
+    s.stops = model::stop_string_matcher{s.req.params.stop};
   std::string text = s.stops.push(s.detokenizer.push(token));
   if (!text.empty() || !s.stops.stopped()) {
     if (!out.chunks.empty() && out.chunks.back().id == s.req.id) {

@@ -303,9 +303,10 @@ class http_connection final : public connection,
         break;
       case endpoint::tokenize:
       case endpoint::detokenize: {
-        auto answer = std::get<endpoint>(routed) == endpoint::tokenize
-                          ? answer_tokenize(req.body(), st_.backend, st_.options.chat_template.get())
-                          : answer_detokenize(req.body(), st_.backend);
+        auto answer =
+            std::get<endpoint>(routed) == endpoint::tokenize
+                ? answer_tokenize(req.body(), st_.backend, st_.options.chat_template.get())
+                : answer_detokenize(req.body(), st_.backend);
         if (auto* refusal = std::get_if<error_answer>(&answer))
           respond_answer(*refusal);
         else

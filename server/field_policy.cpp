@@ -14,8 +14,8 @@ namespace {
 // Fields both endpoints know: OpenAI's shared ones, vLLM's sampling extras and Conveyor's own.
 constexpr std::string_view shared_fields[] = {
     // OpenAI
-    "model", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
-    "presence_penalty", "seed", "stop", "stream", "stream_options", "temperature", "top_p", "user",
+    "model", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n", "presence_penalty",
+    "seed", "stop", "stream", "stream_options", "temperature", "top_p", "user",
     // vLLM's sampling parameters
     "top_k", "min_p", "repetition_penalty", "min_tokens", "stop_token_ids", "ignore_eos",
     "use_beam_search", "length_penalty", "include_stop_str_in_output", "skip_special_tokens",
@@ -74,9 +74,9 @@ void refuse_unapplied(const json& obj, api_kind kind) {
     refuse("skip_special_tokens", "is not supported (special tokens never give text)");
   if (!absent_or(obj, "spaces_between_special_tokens", true))
     refuse("spaces_between_special_tokens", "is not supported");
-  for (const char* name : {"truncate_prompt_tokens", "prompt_logprobs", "guided_json",
-                           "guided_regex", "guided_choice", "guided_grammar", "structural_tag",
-                           "guided_decoding_backend", "guided_whitespace_pattern"})
+  for (const char* name :
+       {"truncate_prompt_tokens", "prompt_logprobs", "guided_json", "guided_regex", "guided_choice",
+        "guided_grammar", "structural_tag", "guided_decoding_backend", "guided_whitespace_pattern"})
     if (find(obj, name)) refuse(name, "is not supported");
   for (const char* name : {"allowed_token_ids", "bad_words"})
     if (!absent_or_empty(obj, name)) refuse(name, "is not supported");
@@ -103,7 +103,8 @@ void refuse_unapplied(const json& obj, api_kind kind) {
   for (const char* name : {"audio", "prediction", "reasoning_effort", "web_search_options",
                            "chat_template", "documents", "mm_processor_kwargs"})
     if (find(obj, name)) refuse(name, "is not supported");
-  if (!absent_or_empty(obj, "chat_template_kwargs")) refuse("chat_template_kwargs", "is not supported");
+  if (!absent_or_empty(obj, "chat_template_kwargs"))
+    refuse("chat_template_kwargs", "is not supported");
   if (!absent_or(obj, "continue_final_message", false))
     refuse("continue_final_message", "is not supported");
   if (!absent_or(obj, "echo", false)) refuse("echo", "is not supported for chat");

@@ -22,14 +22,16 @@ struct prompt_input {
 };
 
 // Token ids of a prompt at `param` ("prompt" or "prompt[1]"); each id within the vocabulary.
-std::vector<int32_t> get_token_prompt(const json& ids, const std::string& param, int32_t vocab_size) {
+std::vector<int32_t> get_token_prompt(const json& ids, const std::string& param,
+                                      int32_t vocab_size) {
   if (ids.empty()) fail(param, detail::quoted(param) + " must not be an empty array of token ids");
   std::vector<int32_t> tokens;
   tokens.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const auto where = param + "[" + std::to_string(i) + "]";
     if (!ids[i].is_number())
-      fail(where, detail::quoted(where) + " must be a token id (an integer) like the other elements, got " +
+      fail(where, detail::quoted(where) +
+                      " must be a token id (an integer) like the other elements, got " +
                       type_name_of(ids[i]));
     tokens.push_back(get_token_id(ids[i], vocab_size, where));
   }
@@ -37,7 +39,8 @@ std::vector<int32_t> get_token_prompt(const json& ids, const std::string& param,
 }
 
 // `prompt`: a string, an array of strings, an array of token ids, or an array of such arrays.
-std::vector<prompt_input> get_prompts(const json& obj, std::size_t max_prompts, int32_t vocab_size) {
+std::vector<prompt_input> get_prompts(const json& obj, std::size_t max_prompts,
+                                      int32_t vocab_size) {
   auto* j = find(obj, "prompt");
   if (!j) fail("prompt", "'prompt' is required");
   if (j->is_string()) return {prompt_input{j->get<std::string>(), {}}};
@@ -60,9 +63,9 @@ std::vector<prompt_input> get_prompts(const json& obj, std::size_t max_prompts, 
     } else if (!token_lists && x.is_string()) {
       result.push_back(prompt_input{x.get<std::string>(), {}});
     } else {
-      fail(where, "'prompt' must be " + shapes + "; " + detail::quoted(where) + " is " + type_name_of(x) +
-                      (token_lists ? " in an array of token-id arrays"
-                                   : " in an array of strings"));
+      fail(where,
+           "'prompt' must be " + shapes + "; " + detail::quoted(where) + " is " + type_name_of(x) +
+               (token_lists ? " in an array of token-id arrays" : " in an array of strings"));
     }
   }
   return result;

@@ -4,8 +4,8 @@
 
 #include "chat/chat_template.hpp"
 #include "common/error.hpp"
-#include "server/openai.hpp"
 #include "server/field_policy.hpp"
+#include "server/openai.hpp"
 #include "server/request_fields.hpp"
 
 namespace conveyor::server {

@@ -169,14 +169,16 @@ std::string token_id_problem(const json& j, int32_t vocab_size) {
   int64_t id = 0;
   if (j.is_number_unsigned()) {
     auto u = j.get<uint64_t>();
-    if (u > uint64_t(hi)) return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
+    if (u > uint64_t(hi))
+      return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
     return {};
   }
   if (j.is_number_integer()) {
     id = j.get<int64_t>();
   } else if (j.is_number_float()) {
     double d = j.get<double>();
-    if (!std::isfinite(d) || std::floor(d) != d) return "must be an integer token id, got " + j.dump();
+    if (!std::isfinite(d) || std::floor(d) != d)
+      return "must be an integer token id, got " + j.dump();
     if (d < 0 || d > double(hi))
       return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
     return {};
@@ -200,7 +202,8 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
   for (auto [name, field] : {std::pair{"presence_penalty", &proto.presence_penalty},
                              std::pair{"frequency_penalty", &proto.frequency_penalty}})
     if (auto v = get_number(obj, name)) {
-      if (auto problem = penalty_problem(*v); !problem.empty()) fail(name, quoted(name) + " " + problem);
+      if (auto problem = penalty_problem(*v); !problem.empty())
+        fail(name, quoted(name) + " " + problem);
       *field = static_cast<float>(*v);
     }
   if (auto v = get_number(obj, "repetition_penalty")) {
@@ -210,21 +213,22 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
   }
   if (auto* bias = find(obj, "logit_bias")) {
     if (!bias->is_object())
-      fail("logit_bias", std::string{"'logit_bias' must be an object of token ids to biases, got "} +
-                             type_name_of(*bias));
+      fail("logit_bias",
+           std::string{"'logit_bias' must be an object of token ids to biases, got "} +
+               type_name_of(*bias));
     if (bias->size() > limits::max_logit_bias_entries)
-      fail("logit_bias", "'logit_bias' has " + std::to_string(bias->size()) +
-                             " entries, at most " + std::to_string(limits::max_logit_bias_entries) +
-                             " are allowed");
+      fail("logit_bias", "'logit_bias' has " + std::to_string(bias->size()) + " entries, at most " +
+                             std::to_string(limits::max_logit_bias_entries) + " are allowed");
     for (const auto& [key, value] : bias->items()) {
       const std::string param = "logit_bias." + key;
       // The keys are token ids written as strings, as OpenAI's clients send them: digits only.
       const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
       // More than ten digits is beyond any vocabulary (and beyond int64 past 18).
-      const int64_t id = !digits ? -1 : key.size() > 10 ? std::numeric_limits<int64_t>::max()
-                                                        : std::stoll(key);
-      const int64_t hi =
-          defaults.vocab_size > 0 ? int64_t(defaults.vocab_size) - 1 : std::numeric_limits<int32_t>::max();
+      const int64_t id = !digits           ? -1
+                         : key.size() > 10 ? std::numeric_limits<int64_t>::max()
+                                           : std::stoll(key);
+      const int64_t hi = defaults.vocab_size > 0 ? int64_t(defaults.vocab_size) - 1
+                                                 : std::numeric_limits<int32_t>::max();
       if (!digits)
         fail(param, "'logit_bias' keys must be token ids (decimal digits), got \"" + key + "\"");
       if (id > hi)
@@ -240,15 +244,15 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
   }
   if (auto* ids = find(obj, "stop_token_ids")) {
     if (!ids->is_array())
-      fail("stop_token_ids",
-           std::string{"'stop_token_ids' must be an array of token ids, got "} + type_name_of(*ids));
+      fail("stop_token_ids", std::string{"'stop_token_ids' must be an array of token ids, got "} +
+                                 type_name_of(*ids));
     if (ids->size() > limits::max_stop_token_ids)
       fail("stop_token_ids", "'stop_token_ids' has " + std::to_string(ids->size()) +
                                  " ids, at most " + std::to_string(limits::max_stop_token_ids) +
                                  " are allowed");
     for (std::size_t i = 0; i < ids->size(); ++i)
-      proto.stop_token_ids.push_back(
-          get_token_id((*ids)[i], defaults.vocab_size, "stop_token_ids[" + std::to_string(i) + "]"));
+      proto.stop_token_ids.push_back(get_token_id((*ids)[i], defaults.vocab_size,
+                                                  "stop_token_ids[" + std::to_string(i) + "]"));
   }
   if (auto min = get_integer(obj, "min_tokens", 0, std::numeric_limits<int32_t>::max())) {
     if (auto problem = min_tokens_problem(*min, proto.max_tokens); !problem.empty())

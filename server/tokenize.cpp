@@ -68,9 +68,8 @@ std::variant<std::string, error_answer> answer_tokenize(std::string_view body,
       const bool special = get_bool(obj, "add_special_tokens").value_or(prompt->add_bos);
       tokens = backend.tokenize(prompt->text, special);
     }
-    return dump(json{{"count", tokens.size()},
-                     {"max_model_len", backend.max_model_len()},
-                     {"tokens", tokens}});
+    return dump(json{
+        {"count", tokens.size()}, {"max_model_len", backend.max_model_len()}, {"tokens", tokens}});
   } catch (const field_error& e) {
     return bad_request(e.message, e.param);
   } catch (const std::exception& e) {
@@ -89,7 +88,8 @@ std::variant<std::string, error_answer> answer_detokenize(std::string_view body,
     auto* ids = find(obj, "tokens");
     if (!ids) fail("tokens", "'tokens' is required");
     if (!ids->is_array())
-      fail("tokens", std::string{"'tokens' must be an array of token ids, got "} + type_name_of(*ids));
+      fail("tokens",
+           std::string{"'tokens' must be an array of token ids, got "} + type_name_of(*ids));
     const int32_t vocab = backend.defaults().vocab_size;
     std::vector<int32_t> tokens;
     tokens.reserve(ids->size());

@@ -109,7 +109,8 @@ command_fn add_serve(CLI::App& app) {
   auto flags = std::make_shared<config_flags>();
   auto* cmd = app.add_subcommand("serve",
                                  "Serve the model over OpenAI-style HTTP "
-                                 "(/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, /tokenize, /detokenize)");
+                                 "(/v1/completions, /v1/chat/completions, /v1/models, /health, "
+                                 "/metrics, /tokenize, /detokenize)");
   flags->add_to(*cmd, true);
   return [flags] { return run_serve(*flags); };
 }

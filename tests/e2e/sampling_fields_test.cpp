@@ -14,9 +14,9 @@ namespace {
 using nlohmann::json;
 
 json run_sampling_client(const conveyor_process& server, const std::string& scenario) {
-  auto run = run_shell(shell_quote(CONVEYOR_TEST_PYTHON) + " " CONVEYOR_SOURCE_DIR
-                       "/tests/e2e/sampling_client.py " + shell_quote(server.url() + "/v1") + " " +
-                       scenario + " 2>&1");
+  auto run = run_shell(shell_quote(CONVEYOR_TEST_PYTHON) +
+                       " " CONVEYOR_SOURCE_DIR "/tests/e2e/sampling_client.py " +
+                       shell_quote(server.url() + "/v1") + " " + scenario + " 2>&1");
   EXPECT_EQ(run.status, 0) << run.out;
   auto result = json::parse(run.out, nullptr, false);
   EXPECT_TRUE(result.is_object()) << run.out;
@@ -32,7 +32,9 @@ class e2e_sampling_fields : public ::testing::Test {
   }
 };
 
-json text_of(const json& run) { return run["texts"][0]; }
+json text_of(const json& run) {
+  return run["texts"][0];
+}
 
 TEST_F(e2e_sampling_fields, openai_python_whole_and_streamed) {
   conveyor_process server{{}};
@@ -118,7 +120,8 @@ TEST_F(e2e_sampling_fields, openai_python_refusals_name_the_field) {
   }
   EXPECT_EQ(r["logit_bias.99999"]["message"],
             "'logit_bias' token id 99999 is outside the vocabulary (0..511)");
-  EXPECT_EQ(r["prompt[1][3]"]["message"], "'prompt[1][3]' is outside the vocabulary (0..511), got 9999");
+  EXPECT_EQ(r["prompt[1][3]"]["message"],
+            "'prompt[1][3]' is outside the vocabulary (0..511), got 9999");
   EXPECT_EQ(r["accepted"], "length");
   EXPECT_EQ(r["tokenize_bad"][0], 400);
   EXPECT_EQ(r["tokenize_bad"][1]["error"]["param"], "prompt");

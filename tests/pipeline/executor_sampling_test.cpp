@@ -79,7 +79,8 @@ class executor_sampling_test : public ::testing::Test {
   std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int32_t n,
                                  const adjust_fn& adjust) {
     auto m = load(1);
-    auto logits = m->prefill({model::prefill_item{0, 0, prompt.data(), int32_t(prompt.size()), -1}});
+    auto logits =
+        m->prefill({model::prefill_item{0, 0, prompt.data(), int32_t(prompt.size()), -1}});
     std::vector<int32_t> generated;
     int32_t position = int32_t(prompt.size());
     for (int32_t i = 0; i < n; ++i) {
@@ -112,8 +113,8 @@ TEST_F(executor_sampling_test, presence_and_frequency_penalties_match_the_refere
   auto got = run(r);
   EXPECT_EQ(got.tokens, want);
   // The penalties change this story (else the test would not test them).
-  EXPECT_NE(want, std::vector<int32_t>(expected.generated().begin(),
-                                       expected.generated().begin() + 40));
+  const auto story = expected.generated();
+  EXPECT_NE(want, std::vector<int32_t>(story.begin(), story.begin() + 40));
 }
 
 TEST_F(executor_sampling_test, repetition_penalty_matches_the_reference) {
@@ -127,12 +128,13 @@ TEST_F(executor_sampling_test, repetition_penalty_matches_the_reference) {
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     const double p = double(1.8f);
-    for (auto t : seen) row[size_t(t)] = row[size_t(t)] > 0 ? row[size_t(t)] / p : row[size_t(t)] * p;
+    for (auto t : seen)
+      row[size_t(t)] = row[size_t(t)] > 0 ? row[size_t(t)] / p : row[size_t(t)] * p;
   });
   auto got = run(r);
   EXPECT_EQ(got.tokens, want);
-  EXPECT_NE(want, std::vector<int32_t>(expected.generated().begin(),
-                                       expected.generated().begin() + 40));
+  const auto story = expected.generated();
+  EXPECT_NE(want, std::vector<int32_t>(story.begin(), story.begin() + 40));
 }
 
 TEST_F(executor_sampling_test, a_bias_of_minus_100_on_the_greedy_token_keeps_it_out) {
@@ -178,13 +180,15 @@ TEST_F(executor_sampling_test, min_tokens_masks_stop_token_ids_until_reached) {
   r.params.stop_token_ids = {stop_id};
   r.params.min_tokens = int32_t(at) + 10;
   const int32_t bos = tokenizer->bos_id(), eos = tokenizer->eos_id();
-  auto want = reference(r.prompt, r.params.min_tokens, [&](std::vector<double>& row,
-                                                           const std::vector<int32_t>&) {
-    for (auto id : {stop_id, bos, eos}) row[size_t(id)] = -std::numeric_limits<double>::infinity();
-  });
+  auto want = reference(r.prompt, r.params.min_tokens,
+                        [&](std::vector<double>& row, const std::vector<int32_t>&) {
+                          for (auto id : {stop_id, bos, eos})
+                            row[size_t(id)] = -std::numeric_limits<double>::infinity();
+                        });
   auto got = run(r);
   ASSERT_GE(got.tokens.size(), size_t(r.params.min_tokens));
-  EXPECT_EQ(std::vector<int32_t>(got.tokens.begin(), got.tokens.begin() + r.params.min_tokens), want);
+  EXPECT_EQ(std::vector<int32_t>(got.tokens.begin(), got.tokens.begin() + r.params.min_tokens),
+            want);
   EXPECT_EQ(std::count(want.begin(), want.end(), stop_id), 0);
   // Afterwards the stop id ends it again, if it comes; otherwise max_tokens does.
   if (got.result.reason == finish_reason::stop)

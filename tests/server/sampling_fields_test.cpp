@@ -96,7 +96,8 @@ TEST(server_sampling_fields, chat_reads_them_too_with_max_completion_tokens) {
   auto result = parse_chat(R"({"messages": [{"role": "user", "content": "hi"}],
       "frequency_penalty": 0.5, "logit_bias": {"5": -1}, "max_completion_tokens": 4,
       "min_tokens": 4, "stop_token_ids": [2], "ignore_eos": true, "add_generation_prompt": false})");
-  ASSERT_TRUE(std::holds_alternative<completion_body>(result)) << std::get<body_error>(result).message;
+  ASSERT_TRUE(std::holds_alternative<completion_body>(result))
+      << std::get<body_error>(result).message;
   const auto& r = std::get<completion_body>(result).requests.at(0);
   EXPECT_EQ(r.prompt, "<user>hi");
   EXPECT_EQ(r.max_tokens, 4);
@@ -206,7 +207,8 @@ TEST(server_sampling_fields, chat_refuses_what_it_does_not_apply) {
       {R"("n": 2)", "n"},
   };
   for (const auto& c : cases) {
-    auto body = std::string{R"({"messages": [{"role": "user", "content": "hi"}], )"} + c.extra + "}";
+    auto body =
+        std::string{R"({"messages": [{"role": "user", "content": "hi"}], )"} + c.extra + "}";
     auto result = parse_chat(body);
     ASSERT_TRUE(std::holds_alternative<body_error>(result)) << body;
     EXPECT_EQ(std::get<body_error>(result).param, c.param) << body;
@@ -233,7 +235,8 @@ TEST(server_sampling_fields, unknown_names_are_found_and_logged_once) {
   parse_ok(R"({"prompt": "p", "some_future_field": {"x": 1}})");
 }
 
-// -- /tokenize and /detokenize ----------------------------------------------------------------------
+// -- /tokenize and /detokenize
+// ----------------------------------------------------------------------
 
 namespace {
 
@@ -283,16 +286,19 @@ TEST(server_tokenize, prompt_and_chat_give_counts_and_tokens) {
   auto tmpl = simple_template();
   auto j = ok_json(detail::answer_tokenize(R"({"prompt": "AB"})", b, &tmpl));
   EXPECT_EQ(j, json::parse(R"({"count": 3, "max_model_len": 77, "tokens": [1, 68, 69]})"));
-  j = ok_json(detail::answer_tokenize(R"({"prompt": "AB", "add_special_tokens": false})", b, &tmpl));
+  j = ok_json(
+      detail::answer_tokenize(R"({"prompt": "AB", "add_special_tokens": false})", b, &tmpl));
   EXPECT_EQ(j["tokens"], json::parse("[68, 69]"));
   // Chat: the rendered template; it does not write bos_token, so the tokenizer adds BOS.
-  j = ok_json(detail::answer_tokenize(R"({"messages": [{"role": "user", "content": "A"}]})", b, &tmpl));
+  j = ok_json(
+      detail::answer_tokenize(R"({"messages": [{"role": "user", "content": "A"}]})", b, &tmpl));
   std::vector<int32_t> want{1};
   for (unsigned char c : std::string{"<user>A<assistant>"}) want.push_back(int32_t(c) + 3);
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), want);
   EXPECT_EQ(j["count"], want.size());
   j = ok_json(detail::answer_tokenize(
-      R"({"messages": [{"role": "user", "content": "A"}], "add_generation_prompt": false})", b, &tmpl));
+      R"({"messages": [{"role": "user", "content": "A"}], "add_generation_prompt": false})", b,
+      &tmpl));
   EXPECT_EQ(j["count"], 1 + std::string{"<user>A"}.size());
 }
 
@@ -309,13 +315,14 @@ TEST(server_tokenize, bad_bodies_name_the_field) {
   EXPECT_EQ(refused(detail::answer_tokenize(R"({"prompt": 5})", b, &tmpl)).param, "prompt");
   EXPECT_EQ(refused(detail::answer_tokenize(R"({"prompt": "a", "messages": []})", b, &tmpl)).param,
             "messages");
-  EXPECT_EQ(refused(detail::answer_tokenize(R"({"messages": [{"role": "x", "content": "a"}]})", b,
-                                            &tmpl))
-                .param,
-            "messages[0].role");
-  EXPECT_EQ(refused(detail::answer_tokenize(R"({"prompt": "a", "add_special_tokens": 1})", b, &tmpl))
-                .param,
-            "add_special_tokens");
+  EXPECT_EQ(
+      refused(detail::answer_tokenize(R"({"messages": [{"role": "x", "content": "a"}]})", b, &tmpl))
+          .param,
+      "messages[0].role");
+  EXPECT_EQ(
+      refused(detail::answer_tokenize(R"({"prompt": "a", "add_special_tokens": 1})", b, &tmpl))
+          .param,
+      "add_special_tokens");
   EXPECT_EQ(refused(detail::answer_tokenize("not json", b, &tmpl)).status, 400u);
   EXPECT_EQ(refused(detail::answer_detokenize(R"({})", b)).param, "tokens");
   EXPECT_EQ(refused(detail::answer_detokenize(R"({"tokens": "x"})", b)).param, "tokens");
