@@ -198,6 +198,7 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   // Without local executors the model's own context bounds prompts (workers should match it).
   h.context = group->context != 0 ? group->context : files->seq_len;
   h.executors = std::move(group->executors);
+  h.tokenizer = files->tokenizer;
   h.tokenizers =
       spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer, h.context);
   batcher_settings bs;

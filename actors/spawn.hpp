@@ -16,6 +16,10 @@ namespace conveyor::gpu {
 class device_provider;
 }  // namespace conveyor::gpu
 
+namespace conveyor::model {
+class tokenizer;
+}  // namespace conveyor::model
+
 namespace conveyor {
 
 /// What an embedder (or a test) may change about how executors are placed. The defaults are what
@@ -48,6 +52,9 @@ struct pipeline_handle {
   std::string model_name;
   /// Tokens per sequence (prompt plus generated), the smallest over the executors.
   int32_t context = 0;
+  /// The tokenizer the pipeline's tokenizer workers use: immutable, safe from any thread
+  /// (the HTTP server's /tokenize and /detokenize call it directly).
+  std::shared_ptr<const model::tokenizer> tokenizer;
 };
 
 /// The tokenizer file of `cfg`: `model.tokenizer` when set, else the one that goes with the

@@ -27,6 +27,19 @@ tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
                 make_error(ec::bad_request, "prompt token id " + std::to_string(id) +
                                                 " is outside the vocabulary (0.." +
                                                 std::to_string(tokenizer->vocab_size() - 1) + ")"));
+        // Token ids of the logit processing: within the vocabulary too.
+        const int32_t vocab = tokenizer->vocab_size();
+        for (const auto& b : seq.params.logit_bias)
+          if (b.id < 0 || b.id >= vocab)
+            return to_caf_error(make_error(ec::bad_request, "logit_bias token id " +
+                                                                std::to_string(b.id) +
+                                                                " is outside the vocabulary (0.." +
+                                                                std::to_string(vocab - 1) + ")"));
+        for (auto id : seq.params.stop_token_ids)
+          if (id < 0 || id >= vocab)
+            return to_caf_error(make_error(ec::bad_request, "stop token id " + std::to_string(id) +
+                                                                " is outside the vocabulary (0.." +
+                                                                std::to_string(vocab - 1) + ")"));
         if (auto problem = pipeline::check_context(seq.prompt.size(), seq.params.max_tokens, context))
           return to_caf_error(make_error(ec::prompt_too_long, std::move(*problem)));
         return seq;

@@ -45,4 +45,37 @@ std::string top_k_problem(int64_t value) {
   return integer_problem(value, sampling_limits::min_top_k, sampling_limits::max_top_k);
 }
 
+namespace {
+
+std::string range_problem(double value, double lo, double hi) {
+  if (value >= lo && value <= hi) return {};
+  return "must be between " + display_real(lo) + " and " + display_real(hi) + ", got " +
+         display_real(value);
+}
+
+}  // namespace
+
+std::string penalty_problem(double value) {
+  return range_problem(value, sampling_limits::min_penalty, sampling_limits::max_penalty);
+}
+
+std::string repetition_penalty_problem(double value) {
+  if (value > 0 && value <= sampling_limits::max_repetition_penalty) return {};
+  return "must be greater than 0 and at most " +
+         display_real(sampling_limits::max_repetition_penalty) + ", got " + display_real(value);
+}
+
+std::string logit_bias_problem(double value) {
+  return range_problem(value, -sampling_limits::max_abs_logit_bias,
+                       sampling_limits::max_abs_logit_bias);
+}
+
+std::string min_tokens_problem(int64_t value, int64_t max_tokens) {
+  if (value < 0) return "must be at least 0, got " + std::to_string(value);
+  if (value > max_tokens)
+    return "must be at most max_tokens (" + std::to_string(max_tokens) + "), got " +
+           std::to_string(value);
+  return {};
+}
+
 }  // namespace conveyor

@@ -3,6 +3,7 @@
 // and the HTTP server.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -38,7 +39,29 @@ struct sampling_limits {
   /// top_k in [0, 2^31 - 1].
   static constexpr int64_t min_top_k = 0;
   static constexpr int64_t max_top_k = std::numeric_limits<int32_t>::max();
+  /// presence_penalty and frequency_penalty in [-2, 2] (OpenAI's range).
+  static constexpr double min_penalty = -2.0;
+  static constexpr double max_penalty = 2.0;
+  /// repetition_penalty in (0, 2]; 1 is off.
+  static constexpr double max_repetition_penalty = 2.0;
+  /// Each logit_bias value in [-100, 100], at most 300 entries (OpenAI's limits).
+  static constexpr double max_abs_logit_bias = 100.0;
+  static constexpr std::size_t max_logit_bias_entries = 300;
+  /// At most this many stop_token_ids.
+  static constexpr std::size_t max_stop_token_ids = 256;
 };
+
+/// One entry of a request's `logit_bias`: `bias` is added to the logit of token `id`.
+struct token_bias {
+  int32_t id = 0;
+  /// In [-100, 100] (OpenAI's range); -100 keeps the token out in practice.
+  float bias = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_bias& x) {
+  return f(x.id, x.bias);
+}
 
 /// A real in messages: the shortest form that reads back exactly ("2.5", "0.1", "1e+300"), "nan",
 /// "inf" or "-inf"; no ".0" is forced ("2"). The configuration's messages use it too.
@@ -55,5 +78,18 @@ std::string top_p_problem(double value);
 
 /// What is wrong with a top_k ("must be at least 0, got -1"), or "".
 std::string top_k_problem(int64_t value);
+
+/// What is wrong with a presence or frequency penalty ("must be between -2 and 2, got 3"), or "".
+std::string penalty_problem(double value);
+
+/// What is wrong with a repetition_penalty ("must be greater than 0 and at most 2, got 0"), or "".
+std::string repetition_penalty_problem(double value);
+
+/// What is wrong with one logit_bias value ("must be between -100 and 100, got 101"), or "".
+std::string logit_bias_problem(double value);
+
+/// What is wrong with a min_tokens for `max_tokens` ("must be at most max_tokens (16), got 20"),
+/// or "".
+std::string min_tokens_problem(int64_t value, int64_t max_tokens);
 
 }  // namespace conveyor

@@ -51,6 +51,27 @@ class instant_backend : public completion_backend {
   }
   std::string model_name() const override { return "stories260K"; }
   void collect_metrics(std::function<void(std::string)> reply) override { reply("up 1\n"); }
+  // A byte tokenizer (id = byte + 3, BOS 1) of 259 ids, so that /tokenize, /detokenize and the
+  // token-id checks run too.
+  completion_defaults defaults() const override {
+    completion_defaults d;
+    d.vocab_size = 259;
+    return d;
+  }
+  bool has_tokenizer() const override { return true; }
+  std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const override {
+    std::vector<int32_t> ids;
+    if (add_bos) ids.push_back(1);
+    for (unsigned char c : text) ids.push_back(int32_t(c) + 3);
+    return ids;
+  }
+  std::string detokenize(const std::vector<int32_t>& ids) const override {
+    std::string text;
+    for (auto id : ids)
+      if (id >= 3 && id < 259) text += char(id - 3);
+    return text;
+  }
+  int32_t max_model_len() const override { return 512; }
 };
 
 /// Writes `bytes` to a new connection, shuts its sending side, and reads until the server

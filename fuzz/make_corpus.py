@@ -111,6 +111,11 @@ bodies = [
     {"prompt": "x", "n": 2, "logprobs": 1, "priority": 3, "temperature": None},
     {"prompt": "Lily", "max_tokens": 0, "echo": True, "logprobs": 20, "stream": True},
     {"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 5},
+    {"prompt": [[1, 403, 407], [1, 2]], "presence_penalty": 0.5, "frequency_penalty": -1,
+     "repetition_penalty": 1.2, "logit_bias": {"432": -100, "7": 2.5}, "max_tokens": 8,
+     "min_tokens": 4, "stop_token_ids": [2, 13], "ignore_eos": True, "add_special_tokens": False},
+    {"messages": [{"role": "user", "content": "Hi"}], "logit_bias": {"5": 1}, "min_tokens": 1,
+     "add_generation_prompt": False, "tool_choice": "none", "user": "u", "unknown_field": 1},
 ]
 for i, body in enumerate(bodies):
     write(d, "body%d.json" % i, json.dumps(body))
@@ -131,6 +136,9 @@ requests = {
     "stream-chunked": b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                       b"1f\r\n" + b'{"prompt": "a", "stream": true}' + b"\r\n0\r\n\r\n",
     "chat": post(b"/v1/chat/completions", b'{"messages": [{"role": "user", "content": "Hi"}]}'),
+    "tokenize": post(b"/tokenize", b'{"prompt": "Once upon a time", "add_special_tokens": false}'),
+    "tokenize-chat": post(b"/tokenize", b'{"messages": [{"role": "user", "content": "Hi"}]}'),
+    "detokenize": post(b"/detokenize", b'{"tokens": [1, 403, 407]}'),
     "pipelined": b"GET /health HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n" +
                  post(b"/v1/completions", b'{"prompt": "x", "stream": true}'),
     "expect": post(b"/v1/completions", b'{"prompt": "x"}', b"Expect: 100-continue\r\n"),

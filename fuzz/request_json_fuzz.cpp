@@ -34,6 +34,18 @@ void check(const std::variant<conveyor::server::completion_body, conveyor::serve
       std::abort();
     for (const auto& stop : req.stop)
       if (stop.empty()) std::abort();
+    // Accepted sampling fields are within their ranges and token ids within the vocabulary.
+    if (!(req.presence_penalty >= -2 && req.presence_penalty <= 2) ||
+        !(req.frequency_penalty >= -2 && req.frequency_penalty <= 2) ||
+        !(req.repetition_penalty > 0 && req.repetition_penalty <= 2) || req.min_tokens < 0 ||
+        req.min_tokens > req.max_tokens)
+      std::abort();
+    for (const auto& b : req.logit_bias)
+      if (b.id < 0 || b.id >= 512 || !(b.bias >= -100 && b.bias <= 100)) std::abort();
+    for (auto id : req.stop_token_ids)
+      if (id < 0 || id >= 512) std::abort();
+    for (auto id : req.prompt_tokens)
+      if (id < 0 || id >= 512) std::abort();
     conveyor::fuzz::require_utf8(req.prompt, "an accepted prompt");
   }
 }
@@ -44,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace conveyor::server;
   static const auto tmpl = load_template();
   std::string_view body{reinterpret_cast<const char*>(data), size};
-  check(parse_completion_body(body, completion_defaults{}, 8));
-  check(parse_chat_body(body, completion_defaults{}, tmpl));
+  completion_defaults defaults;
+  defaults.vocab_size = 512;
+  check(parse_completion_body(body, defaults, 8));
+  check(parse_chat_body(body, defaults, tmpl));
   return 0;
 }

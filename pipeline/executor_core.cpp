@@ -55,8 +55,19 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                                                 preceding},
                                                  std::move(stops),
                                                  {},
-                                                 std::nullopt});
+                                                 std::nullopt,
+                                                 nullptr});
     free_slots_.pop_back();
+    const auto& params = s->req.params;  // req was moved
+    model::logit_settings settings{params.presence_penalty, params.frequency_penalty,
+                                   params.repetition_penalty, params.logit_bias,
+                                   params.min_tokens, {}};
+    if (settings.min_tokens > 0) settings.min_tokens_masked = end_ids_of(params);
+    if (settings.active())
+      s->processor = std::make_unique<model::logit_processor>(std::move(settings), s->req.prompt);
+    // Before min_tokens, stop strings do not end the sequence: the matcher starts empty and
+    // gets the stop strings with the min_tokens-th token (emit).
+    if (params.min_tokens > 0) s->stops = model::stop_string_matcher{{}};
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
   }
@@ -70,7 +81,20 @@ bool executor_core::cancel(request_id id) {
   return false;
 }
 
+std::vector<int32_t> executor_core::end_ids_of(const generation_params& p) const {
+  std::vector<int32_t> ids = p.stop_token_ids;
+  if (p.ignore_eos || model_->ignores_end_tokens()) return ids;
+  const auto& end_ids = model_->end_ids();
+  if (!end_ids.empty())
+    ids.insert(ids.end(), end_ids.begin(), end_ids.end());
+  else
+    ids.insert(ids.end(), {tokenizer_->bos_id(), tokenizer_->eos_id()});
+  return ids;
+}
+
 bool executor_core::is_end_token(const sequence& s, int32_t token) const {
+  const auto& stop_ids = s.req.params.stop_token_ids;
+  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return true;
   if (s.req.params.ignore_eos || model_->ignores_end_tokens()) return false;
   // A Hugging Face model's own end ids (generation_config.json's eos_token_id).
   const auto& end_ids = model_->end_ids();
@@ -214,8 +238,17 @@ void executor_core::end_if_prompt_only(sequence& s, stamp now, step_output& out)
 }
 
 int32_t executor_core::sample_next(sequence& s, const float* logits, int32_t vocab) {
+  // -- logit processing: penalties, bias and min_tokens on a copy of the row --
+  if (s.processor) {
+    scratch_row_.assign(logits, logits + vocab);
+    s.processor->apply(scratch_row_.data(), vocab);
+    logits = scratch_row_.data();
+  }
+  // -- end of logit processing --
   const int32_t token = s.sampler.sample(logits, vocab);
-  // Log-probabilities (issue 14): of the very row the sampler drew from, under its settings.
+  if (s.processor) s.processor->accept(token);
+  // Log-probabilities (issue 14): of the very row the sampler drew from (processed), under its
+  // settings.
   if (s.req.params.logprobs >= 0)
     s.scores = model::sampled_logprobs(logits, vocab, s.sampler.params(), token,
                                        std::min(s.req.params.logprobs, model::max_top_logprobs));
@@ -281,6 +314,9 @@ void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out
   }
   s.next_token = token;
   ++s.generated;
+  // min_tokens: stop strings count from the min_tokens-th token on, as vLLM checks them.
+  if (s.generated == s.req.params.min_tokens)
+    s.stops = model::stop_string_matcher{s.req.params.stop};
   std::string text = s.stops.push(s.detokenizer.push(token));
   // The token that completes a stop string keeps its log-probability, though its text is cut.
   if (!text.empty() || !s.stops.stopped() || scored) {

@@ -13,6 +13,7 @@
 #include "model/causal_lm.hpp"
 #include "model/detokenizer.hpp"
 #include "model/logprobs.hpp"
+#include "model/logit_processor.hpp"
 #include "model/sampler.hpp"
 #include "model/stop_strings.hpp"
 #include "model/tokenizer.hpp"
@@ -104,6 +105,8 @@ class executor_core {
     std::vector<time_point> token_times;
     // Log-probabilities (issue 14): those of the token sample_next just picked, for emit.
     std::optional<model::token_scores> scores;
+    // -- logit processing: null when the request asks for none (its rows are not copied) --
+    std::unique_ptr<model::logit_processor> processor;
   };
 
   void run_step(step_output& out);
@@ -123,6 +126,8 @@ class executor_core {
               step_output& out);
   void release_ended();
   bool is_end_token(const sequence& s, int32_t token) const;
+  /// The ids that end `s` (its end ids unless ignored, and its stop_token_ids).
+  std::vector<int32_t> end_ids_of(const generation_params& p) const;
 
   std::string name_;
   std::string device_;
@@ -146,6 +151,8 @@ class executor_core {
   std::vector<follower> followers_;
   // The row of logits each entry of rows_ samples from (an all_logits item has several).
   std::vector<int32_t> sample_rows_;
+  /// The processed copy of a row of logits (logit processing).
+  std::vector<float> scratch_row_;
 };
 
 }  // namespace conveyor::pipeline

@@ -62,12 +62,29 @@ struct generation_params {
   bool prompt_logprobs = false;
   /// The client gets the prompt back (echo): max_tokens may then be 0, a prefill alone.
   bool echo = false;
+  // -- logit processing (model/logit_processor.hpp): penalties, bias, min_tokens, stop ids --
+  /// OpenAI's: subtracted once from the logit of every token generated so far, in [-2, 2].
+  float presence_penalty = 0;
+  /// OpenAI's: subtracted per occurrence among the generated tokens, in [-2, 2].
+  float frequency_penalty = 0;
+  /// vLLM's and transformers' multiplicative penalty over prompt and generated tokens; 1 is off.
+  float repetition_penalty = 1;
+  /// Added to the logits of these tokens before sampling.
+  std::vector<token_bias> logit_bias;
+  /// Until this many tokens are generated, end tokens and stop_token_ids cannot be sampled and
+  /// stop strings do not end the sequence.
+  int32_t min_tokens = 0;
+  /// Generating one of these ends the sequence with "stop" (its text is not output), even with
+  /// ignore_eos.
+  std::vector<int32_t> stop_token_ids;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
   return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p, x.top_k,
-           x.seed, x.stop, x.ignore_eos, x.logprobs, x.prompt_logprobs, x.echo);
+           x.seed, x.stop, x.ignore_eos, x.logprobs, x.prompt_logprobs, x.echo,
+           x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.logit_bias,
+           x.min_tokens, x.stop_token_ids);
 }
 
 /// Time stamps of one request's stages (0 = not reached).

@@ -19,6 +19,17 @@ std::optional<std::string> check_request(const generation_params& p, double time
     return "temperature " + problem;
   if (auto problem = top_p_problem(p.top_p); !problem.empty()) return "top_p " + problem;
   if (auto problem = top_k_problem(p.top_k); !problem.empty()) return "top_k " + problem;
+  if (auto problem = penalty_problem(p.presence_penalty); !problem.empty())
+    return "presence_penalty " + problem;
+  if (auto problem = penalty_problem(p.frequency_penalty); !problem.empty())
+    return "frequency_penalty " + problem;
+  if (auto problem = repetition_penalty_problem(p.repetition_penalty); !problem.empty())
+    return "repetition_penalty " + problem;
+  for (const auto& b : p.logit_bias)
+    if (auto problem = logit_bias_problem(b.bias); !problem.empty())
+      return "logit_bias of token " + std::to_string(b.id) + " " + problem;
+  if (auto problem = min_tokens_problem(p.min_tokens, p.max_tokens); !problem.empty())
+    return "min_tokens " + problem;
   if (!(timeout_s >= 0)) return std::string{"timeout must not be negative"};
   // Beyond this, seconds in nanoseconds overflow the deadline, which would expire at once.
   if (timeout_s > max_timeout_s) {

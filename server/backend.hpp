@@ -56,11 +56,33 @@ struct completion_request {
   /// The prompt is returned before the completion (`echo`): max_tokens may then be 0, which
   /// only prefills the prompt.
   bool echo = false;
+  // -- sampling fields: penalties, bias, min_tokens, stop ids, token prompts --
+  /// OpenAI's presence penalty over generated tokens, in [-2, 2].
+  float presence_penalty = 0;
+  /// OpenAI's frequency penalty over generated tokens, in [-2, 2].
+  float frequency_penalty = 0;
+  /// Multiplicative penalty over prompt and generated tokens (vLLM's), in (0, 2]; 1 is off.
+  float repetition_penalty = 1;
+  /// Token id and the bias added to its logit, in [-100, 100]; ids within the vocabulary.
+  std::vector<token_bias> logit_bias;
+  /// Tokens to generate before end tokens, stop_token_ids and stop strings may end it.
+  int32_t min_tokens = 0;
+  /// Ids that end the completion with "stop" when generated (their text is not output).
+  std::vector<int32_t> stop_token_ids;
+  /// Generate until max_tokens, whatever end tokens the model produces.
+  bool ignore_eos = false;
+  /// When not empty, the prompt as token ids, used as given (no BOS added); `prompt` is then
+  /// unused.
+  std::vector<int32_t> prompt_tokens;
 };
 
 /// Values the server uses for fields that a request leaves out (`conveyor serve` sets them from
 /// the configuration's `[generation]`, checked at start).
-using completion_defaults = sampling_defaults;
+struct completion_defaults : sampling_defaults {
+  /// Token ids of the vocabulary are in [0, vocab_size); 0 when unknown (ids in requests are then
+  /// checked by the pipeline only).
+  int32_t vocab_size = 0;
+};
 
 /// Token counts of one finished completion.
 struct completion_usage {
@@ -145,6 +167,28 @@ class completion_backend {
 
   /// Values for fields a request leaves out.
   virtual completion_defaults defaults() const { return {}; }
+
+  // -- the tokenizer (`POST /tokenize`, `POST /detokenize`); these never block ------------------
+
+  /// Whether `tokenize` and `detokenize` work; false answers those routes with 501.
+  virtual bool has_tokenizer() const { return false; }
+
+  /// The token ids of `text` as the pipeline would see them, BOS first when `add_bos`.
+  virtual std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const {
+    (void)text;
+    (void)add_bos;
+    return {};
+  }
+
+  /// The text of `ids` (each within [0, defaults().vocab_size)), as a prompt of these ids
+  /// reads: control tokens (BOS, EOS) give no text.
+  virtual std::string detokenize(const std::vector<int32_t>& ids) const {
+    (void)ids;
+    return {};
+  }
+
+  /// Tokens per sequence, prompt and generated together; 0 when unknown.
+  virtual int32_t max_model_len() const { return 0; }
 };
 
 }  // namespace conveyor::server

@@ -29,7 +29,11 @@ std::optional<std::string> completion_task::submit(
   for (std::size_t i = 0; i < requests.size() && i < choices_.size(); ++i) {
     auto& choice = choices_[i];
     choice.echo = requests[i].echo;
-    if (choice.echo) choice.echo_text = requests[i].prompt;
+    // A token-id prompt echoes as its text (what /detokenize gives).
+    if (choice.echo)
+      choice.echo_text = requests[i].prompt_tokens.empty()
+                             ? requests[i].prompt
+                             : backend.detokenize(requests[i].prompt_tokens);
     choice.logprobs = requests[i].logprobs >= 0;
     choice.offset = code_points(choice.echo_text);
     try {

@@ -34,6 +34,7 @@
 #include "server/openai.hpp"
 #include "server/response_writer.hpp"
 #include "server/router.hpp"
+#include "server/tokenize.hpp"
 
 namespace conveyor::server::detail {
 
@@ -306,6 +307,18 @@ class http_connection final : public connection,
       case endpoint::metrics:
         handle_metrics();
         break;
+      case endpoint::tokenize:
+      case endpoint::detokenize: {
+        auto answer =
+            std::get<endpoint>(routed) == endpoint::tokenize
+                ? answer_tokenize(req.body(), st_.backend, st_.options.chat_template.get())
+                : answer_detokenize(req.body(), st_.backend);
+        if (auto* refusal = std::get_if<error_answer>(&answer))
+          respond_answer(*refusal);
+        else
+          respond(200, "application/json", std::move(std::get<std::string>(answer)));
+        break;
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/field_policy.hpp"
 #include "server/request_fields.hpp"
 
 namespace conveyor::server {
@@ -15,24 +16,58 @@ namespace {
 
 using namespace detail;
 
-std::vector<std::string> get_prompts(const json& obj, std::size_t max_prompts) {
+// One prompt: text, or token ids used as given.
+struct prompt_input {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// Token ids of a prompt at `param` ("prompt" or "prompt[1]"); each id within the vocabulary.
+std::vector<int32_t> get_token_prompt(const json& ids, const std::string& param,
+                                      int32_t vocab_size) {
+  if (ids.empty()) fail(param, detail::quoted(param) + " must not be an empty array of token ids");
+  std::vector<int32_t> tokens;
+  tokens.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto where = param + "[" + std::to_string(i) + "]";
+    if (!ids[i].is_number())
+      fail(where, detail::quoted(where) +
+                      " must be a token id (an integer) like the other elements, got " +
+                      type_name_of(ids[i]));
+    tokens.push_back(get_token_id(ids[i], vocab_size, where));
+  }
+  return tokens;
+}
+
+// `prompt`: a string, an array of strings, an array of token ids, or an array of such arrays.
+std::vector<prompt_input> get_prompts(const json& obj, std::size_t max_prompts,
+                                      int32_t vocab_size) {
   auto* j = find(obj, "prompt");
   if (!j) fail("prompt", "'prompt' is required");
-  if (j->is_string()) return {j->get<std::string>()};
-  if (!j->is_array())
-    fail("prompt",
-         std::string{"'prompt' must be a string or an array of strings, got "} + type_name_of(*j));
+  if (j->is_string()) return {prompt_input{j->get<std::string>(), {}}};
+  static const std::string shapes =
+      "a string, an array of strings, an array of token ids or an array of arrays of token ids";
+  if (!j->is_array()) fail("prompt", "'prompt' must be " + shapes + ", got " + type_name_of(*j));
   if (j->empty()) fail("prompt", "'prompt' must not be an empty array");
+  if (j->front().is_number()) return {prompt_input{{}, get_token_prompt(*j, "prompt", vocab_size)}};
   if (j->size() > max_prompts)
-    fail("prompt", "'prompt' has " + std::to_string(j->size()) + " strings, at most " +
+    fail("prompt", "'prompt' has " + std::to_string(j->size()) + " prompts, at most " +
                        std::to_string(max_prompts) + " are allowed");
-  std::vector<std::string> result;
+  std::vector<prompt_input> result;
   result.reserve(j->size());
-  for (const auto& x : *j) {
-    if (!x.is_string())
-      fail("prompt", std::string{"'prompt' must be a string or an array of strings, found "} +
-                         type_name_of(x) + " in the array (token-id prompts are not supported)");
-    result.push_back(x.get<std::string>());
+  const bool token_lists = j->front().is_array();
+  for (std::size_t i = 0; i < j->size(); ++i) {
+    const auto& x = (*j)[i];
+    const auto where = "prompt[" + std::to_string(i) + "]";
+    if (token_lists && x.is_array()) {
+      result.push_back(prompt_input{{}, get_token_prompt(x, where, vocab_size)});
+    } else if (!token_lists && x.is_string()) {
+      result.push_back(prompt_input{x.get<std::string>(), {}});
+    } else {
+      fail(where,
+           "'prompt' must be " + shapes + "; " + detail::quoted(where) + " is " + type_name_of(x) +
+               (token_lists ? " in an array of token-id arrays" : " in an array of strings"));
+    }
   }
   return result;
 }
@@ -50,8 +85,12 @@ completion_body parse_object(const json& obj, const completion_defaults& default
                              std::size_t max_prompts, std::size_t max_n) {
   if (auto* model = find(obj, "model"); model && !model->is_string())
     fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
-  auto prompts = get_prompts(obj, max_prompts);
+  auto prompts = get_prompts(obj, max_prompts, defaults.vocab_size);
   refuse_unsupported(obj);
+  refuse_unapplied(obj, api_kind::completions);
+  log_unknown_fields(obj, api_kind::completions);
+  // vLLM's add_special_tokens: whether a text prompt gets BOS (token prompts are used as given).
+  const bool add_bos = get_bool(obj, "add_special_tokens").value_or(true);
   const std::size_t n = get_n(obj, max_n);
 
   // Log-probabilities and echo (issue 14). With echo, max_tokens 0 asks for the prompt alone
@@ -77,7 +116,9 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   result.n = n;
   result.requests.reserve(prompts.size() * n);
   for (auto& prompt : prompts) {
-    proto.prompt = std::move(prompt);
+    proto.prompt = std::move(prompt.text);
+    proto.add_bos = add_bos;
+    proto.prompt_tokens = std::move(prompt.tokens);
     add_choices(proto, n, result);
   }
   return result;

@@ -4,6 +4,7 @@
 
 #include "chat/chat_template.hpp"
 #include "common/error.hpp"
+#include "server/field_policy.hpp"
 #include "server/openai.hpp"
 #include "server/request_fields.hpp"
 
@@ -86,6 +87,8 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
     fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
   auto messages = get_messages(obj);
   refuse_unsupported_chat(obj);
+  refuse_unapplied(obj, api_kind::chat_completions);
+  log_unknown_fields(obj, api_kind::chat_completions);
   const std::size_t n = get_n(obj, max_n);
   // Both limits are checked; the newer max_completion_tokens wins when both are given.
   get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -100,7 +103,8 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();
-  auto prompt = tmpl.render(messages, true);
+  // vLLM's add_generation_prompt: false leaves the assistant's turn unopened.
+  auto prompt = tmpl.render(messages, get_bool(obj, "add_generation_prompt").value_or(true));
   if (!prompt) fail("messages", message_of(prompt.error()));
   proto.prompt = std::move(prompt->text);
   proto.add_bos = prompt->add_bos;
@@ -110,6 +114,10 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
 }
 
 }  // namespace
+
+std::vector<chat::chat_message> detail::read_messages(const json& obj) {
+  return get_messages(obj);
+}
 
 std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const completion_defaults& defaults,

@@ -160,7 +160,7 @@ completion_request parse_sampling(const json& obj, const completion_defaults& de
                           " seconds (a year), got " + json(*timeout).dump());
     proto.timeout_s = *timeout;
   }
-
+  parse_logit_fields(obj, defaults, proto);
   return proto;
 }
 
@@ -179,6 +179,104 @@ void add_choices(const completion_request& proto, std::size_t n, completion_body
     // Wraps around like the 64-bit seed it is.
     if (proto.seed) body.requests.back().seed = *proto.seed + i;
   }
+}
+
+std::string token_id_problem(const json& j, int32_t vocab_size) {
+  const int64_t hi = vocab_size > 0 ? int64_t(vocab_size) - 1 : std::numeric_limits<int32_t>::max();
+  int64_t id = 0;
+  if (j.is_number_unsigned()) {
+    auto u = j.get<uint64_t>();
+    if (u > uint64_t(hi))
+      return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
+    return {};
+  }
+  if (j.is_number_integer()) {
+    id = j.get<int64_t>();
+  } else if (j.is_number_float()) {
+    double d = j.get<double>();
+    if (!std::isfinite(d) || std::floor(d) != d)
+      return "must be an integer token id, got " + j.dump();
+    if (d < 0 || d > double(hi))
+      return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
+    return {};
+  } else {
+    return std::string{"must be an integer token id, got "} + type_name_of(j);
+  }
+  if (id < 0 || id > hi)
+    return "is outside the vocabulary (0.." + std::to_string(hi) + "), got " + j.dump();
+  return {};
+}
+
+int32_t get_token_id(const json& j, int32_t vocab_size, const std::string& param) {
+  if (auto problem = token_id_problem(j, vocab_size); !problem.empty())
+    fail(param, detail::quoted(param) + " " + problem);
+  return static_cast<int32_t>(j.get<double>());
+}
+
+void parse_logit_fields(const json& obj, const completion_defaults& defaults,
+                        completion_request& proto) {
+  using limits = sampling_limits;
+  for (auto [name, field] : {std::pair{"presence_penalty", &proto.presence_penalty},
+                             std::pair{"frequency_penalty", &proto.frequency_penalty}})
+    if (auto v = get_number(obj, name)) {
+      if (auto problem = penalty_problem(*v); !problem.empty())
+        fail(name, quoted(name) + " " + problem);
+      *field = static_cast<float>(*v);
+    }
+  if (auto v = get_number(obj, "repetition_penalty")) {
+    if (auto problem = repetition_penalty_problem(*v); !problem.empty())
+      fail("repetition_penalty", "'repetition_penalty' " + problem);
+    proto.repetition_penalty = static_cast<float>(*v);
+  }
+  if (auto* bias = find(obj, "logit_bias")) {
+    if (!bias->is_object())
+      fail("logit_bias",
+           std::string{"'logit_bias' must be an object of token ids to biases, got "} +
+               type_name_of(*bias));
+    if (bias->size() > limits::max_logit_bias_entries)
+      fail("logit_bias", "'logit_bias' has " + std::to_string(bias->size()) + " entries, at most " +
+                             std::to_string(limits::max_logit_bias_entries) + " are allowed");
+    for (const auto& [key, value] : bias->items()) {
+      const std::string param = "logit_bias." + key;
+      // The keys are token ids written as strings, as OpenAI's clients send them: digits only.
+      const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+      // More than ten digits is beyond any vocabulary (and beyond int64 past 18).
+      const int64_t id = !digits           ? -1
+                         : key.size() > 10 ? std::numeric_limits<int64_t>::max()
+                                           : std::stoll(key);
+      const int64_t hi = defaults.vocab_size > 0 ? int64_t(defaults.vocab_size) - 1
+                                                 : std::numeric_limits<int32_t>::max();
+      if (!digits)
+        fail(param, "'logit_bias' keys must be token ids (decimal digits), got \"" + key + "\"");
+      if (id > hi)
+        fail(param, "'logit_bias' token id " + key + " is outside the vocabulary (0.." +
+                        std::to_string(hi) + ")");
+      if (!value.is_number())
+        fail(param, detail::quoted(param) + " must be a number, got " + type_name_of(value));
+      const double b = value.get<double>();
+      if (auto problem = logit_bias_problem(b); !problem.empty())
+        fail(param, detail::quoted(param) + " " + problem);
+      proto.logit_bias.push_back(token_bias{static_cast<int32_t>(id), static_cast<float>(b)});
+    }
+  }
+  if (auto* ids = find(obj, "stop_token_ids")) {
+    if (!ids->is_array())
+      fail("stop_token_ids", std::string{"'stop_token_ids' must be an array of token ids, got "} +
+                                 type_name_of(*ids));
+    if (ids->size() > limits::max_stop_token_ids)
+      fail("stop_token_ids", "'stop_token_ids' has " + std::to_string(ids->size()) +
+                                 " ids, at most " + std::to_string(limits::max_stop_token_ids) +
+                                 " are allowed");
+    for (std::size_t i = 0; i < ids->size(); ++i)
+      proto.stop_token_ids.push_back(get_token_id((*ids)[i], defaults.vocab_size,
+                                                  "stop_token_ids[" + std::to_string(i) + "]"));
+  }
+  if (auto min = get_integer(obj, "min_tokens", 0, std::numeric_limits<int32_t>::max())) {
+    if (auto problem = min_tokens_problem(*min, proto.max_tokens); !problem.empty())
+      fail("min_tokens", "'min_tokens' " + problem);
+    proto.min_tokens = static_cast<int32_t>(*min);
+  }
+  proto.ignore_eos = get_bool(obj, "ignore_eos").value_or(false);
 }
 
 void parse_stream(const json& obj, completion_body& result) {

@@ -12,6 +12,10 @@
 
 #include "server/openai.hpp"
 
+namespace conveyor::chat {
+struct chat_message;
+}  // namespace conveyor::chat
+
 namespace conveyor::server::detail {
 
 using json = nlohmann::json;
@@ -61,6 +65,21 @@ std::size_t get_n(const json& obj, std::size_t max_n);
 /// when a seed is given (each choice its own generator; absent seeds stay absent, so that each
 /// choice draws its own).
 void add_choices(const completion_request& proto, std::size_t n, completion_body& body);
+
+/// presence_penalty, frequency_penalty, repetition_penalty, logit_bias, stop_token_ids, min_tokens
+/// (after max_tokens) and ignore_eos into `proto`; token ids are checked against
+/// `defaults.vocab_size`.
+void parse_logit_fields(const json& obj, const completion_defaults& defaults,
+                        completion_request& proto);
+
+/// What is wrong with `j` as a token id of a vocabulary of `vocab_size` ids (0: unknown), or "".
+std::string token_id_problem(const json& j, int32_t vocab_size);
+
+/// `j` as a token id, or a field_error on `param`.
+int32_t get_token_id(const json& j, int32_t vocab_size, const std::string& param);
+
+/// The `messages` of a chat body, checked as `parse_chat_body` checks them.
+std::vector<chat::chat_message> read_messages(const json& obj);
 
 /// `stream` and `stream_options.include_usage` into `body`.
 void parse_stream(const json& obj, completion_body& body);

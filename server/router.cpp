@@ -25,6 +25,8 @@ std::variant<endpoint, error_answer> route(http::verb method, std::string_view m
   if (path == "/v1/models") return only(endpoint::models, http::verb::get, "GET");
   if (path == "/health") return only(endpoint::health, http::verb::get, "GET");
   if (path == "/metrics") return only(endpoint::metrics, http::verb::get, "GET");
+  if (path == "/tokenize") return only(endpoint::tokenize, http::verb::post, "POST");
+  if (path == "/detokenize") return only(endpoint::detokenize, http::verb::post, "POST");
   error_answer answer;
   answer.status = 404;
   answer.message = "no such endpoint: " + std::string{path};

@@ -26,6 +26,10 @@ enum class endpoint {
   health,
   /// `GET /metrics`.
   metrics,
+  /// `POST /tokenize` (vLLM's).
+  tokenize,
+  /// `POST /detokenize` (vLLM's).
+  detokenize,
 };
 
 /// An error answer in OpenAI's shape: `{"error": {message, type, param, code}}`.

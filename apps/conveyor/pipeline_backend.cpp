@@ -4,6 +4,9 @@
 
 #include <caf/all.hpp>
 
+#include "model/detokenizer.hpp"
+#include "model/tokenizer.hpp"
+
 namespace conveyor::app {
 
 namespace {
@@ -79,10 +82,27 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   g.params.logprobs = req.logprobs;
   g.params.prompt_logprobs = req.prompt_logprobs;
   g.params.echo = req.echo;
+  // -- sampling fields: penalties, bias, min_tokens, stop ids, token prompts --
+  g.prompt_tokens = std::move(req.prompt_tokens);
+  g.params.presence_penalty = req.presence_penalty;
+  g.params.frequency_penalty = req.frequency_penalty;
+  g.params.repetition_penalty = req.repetition_penalty;
+  g.params.logit_bias = std::move(req.logit_bias);
+  g.params.min_tokens = req.min_tokens;
+  g.params.stop_token_ids = std::move(req.stop_token_ids);
+  g.params.ignore_eos = req.ignore_eos;
   auto sink = system_.spawn(bridge_sink, std::move(events));
   const auto id = g.id;
   caf::anon_send(pipeline_.front, atom::generate::value, std::move(g), sink);
   return std::make_shared<pipeline_request>(pipeline_.front, id);
+}
+
+std::vector<int32_t> pipeline_backend::tokenize(const std::string& text, bool add_bos) const {
+  return pipeline_.tokenizer->encode(text, add_bos);
+}
+
+std::string pipeline_backend::detokenize(const std::vector<int32_t>& ids) const {
+  return model::decode_prompt(*pipeline_.tokenizer, ids);
 }
 
 void pipeline_backend::collect_metrics(std::function<void(std::string)> reply) {

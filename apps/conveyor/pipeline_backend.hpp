@@ -23,6 +23,10 @@ class pipeline_backend final : public server::completion_backend {
   std::string model_name() const override { return pipeline_.model_name; }
   void collect_metrics(std::function<void(std::string text)> reply) override;
   server::completion_defaults defaults() const override { return defaults_; }
+  bool has_tokenizer() const override { return pipeline_.tokenizer != nullptr; }
+  std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const override;
+  std::string detokenize(const std::vector<int32_t>& ids) const override;
+  int32_t max_model_len() const override { return pipeline_.context; }
 
  private:
   caf::actor_system& system_;

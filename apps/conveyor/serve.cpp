@@ -13,6 +13,7 @@
 #include "apps/conveyor/config_flags.hpp"
 #include "apps/conveyor/pipeline_backend.hpp"
 #include "chat/template_source.hpp"
+#include "model/tokenizer.hpp"
 #include "model/tokenizer_config.hpp"
 #include "pipeline/message_types.hpp"
 #include "server/http_server.hpp"
@@ -64,6 +65,7 @@ int run_serve(const config_flags& flags) {
   defaults.temperature = float(cfg->generation.temperature);
   defaults.top_p = float(cfg->generation.top_p);
   defaults.top_k = int32_t(cfg->generation.top_k);
+  defaults.vocab_size = pipeline->tokenizer->vocab_size();
   pipeline_backend backend{system, *pipeline, defaults};
   server::server_options so;
   so.host = cfg->server.host;
@@ -108,7 +110,8 @@ command_fn add_serve(CLI::App& app) {
   auto flags = std::make_shared<config_flags>();
   auto* cmd = app.add_subcommand("serve",
                                  "Serve the model over OpenAI-style HTTP "
-                                 "(/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)");
+                                 "(/v1/completions, /v1/chat/completions, /v1/models, /health, "
+                                 "/metrics, /tokenize, /detokenize)");
   flags->add_to(*cmd, true);
   return [flags] { return run_serve(*flags); };
 }

@@ -288,6 +288,14 @@ TEST(e2e_logprobs, curl_echo_and_excluded_tokens) {
     EXPECT_NEAR(kept, 1.0, 1e-5) << top;
   }
   for (const auto& v : s["token_logprobs"]) EXPECT_GT(v.get<double>(), -9999.0);
+  // The same prompt as token ids (BOS included, as the fixture's): echoed as its text, with the
+  // same log-probabilities.
+  auto ids = post({{"prompt", c["prompt_tokens"]}, {"max_tokens", 0}, {"echo", true},
+                   {"logprobs", 2}});
+  ASSERT_EQ(ids.status, 0) << ids.out;
+  const auto by_ids = json::parse(ids.out, nullptr, false);
+  EXPECT_EQ(by_ids["choices"][0]["text"], c["prompt"]) << ids.out;
+  expect_prompt(by_ids["choices"][0]["logprobs"], c, 2);
   // A refusal by curl: 400 naming the field.
   auto bad = run_shell("curl -sS " + url + " -H 'Content-Type: application/json' -d " +
                        shell_quote(R"({"prompt": "Hi", "logprobs": true})"));

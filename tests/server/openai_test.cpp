@@ -152,7 +152,7 @@ TEST(server_openai_parse, bad_bodies_name_their_field) {
       {R"({})", "prompt"},
       {R"({"prompt": null})", "prompt"},
       {R"({"prompt": []})", "prompt"},
-      {R"({"prompt": [1, 2, 3]})", "prompt"},
+      {R"({"prompt": [1, "a"]})", "prompt[1]"},
       {R"({"prompt": 5})", "prompt"},
   };
   for (const auto& c : cases) {
