@@ -28,7 +28,8 @@ void check(const std::variant<conveyor::server::completion_body, conveyor::serve
   }
   const auto& body = std::get<conveyor::server::completion_body>(r);
   for (const auto& req : body.requests) {
-    if (req.max_tokens < 1 || !(req.temperature >= 0 && req.temperature <= 2) ||
+    // max_tokens 0 only with echo: the prompt alone is scored.
+    if ((req.max_tokens < 1 && !(req.max_tokens == 0 && req.echo)) || !(req.temperature >= 0 && req.temperature <= 2) ||
         !(req.top_p > 0 && req.top_p <= 1) || req.top_k < 0 ||
         (req.timeout_s && !(*req.timeout_s > 0 && std::isfinite(*req.timeout_s))))
       std::abort();

@@ -105,7 +105,12 @@ completion_body parse_object(const json& obj, const completion_defaults& default
     fields = &without_max_tokens;
   }
   auto proto = parse_sampling(*fields, defaults);
-  if (fields == &without_max_tokens) proto.max_tokens = 0;
+  if (fields == &without_max_tokens) {
+    proto.max_tokens = 0;
+    // min_tokens was checked against the default limit: the prompt alone generates nothing.
+    if (auto problem = min_tokens_problem(proto.min_tokens, 0); !problem.empty())
+      fail("min_tokens", "'min_tokens' " + problem);
+  }
   proto.echo = echo;
   proto.logprobs = logprobs ? int32_t(*logprobs) : -1;
   proto.prompt_logprobs = echo && logprobs;

@@ -148,6 +148,7 @@ TEST(server_openai_parse, bad_bodies_name_their_field) {
       {R"({"prompt": "p", "logprobs": true})", "logprobs"},
       {R"({"prompt": "p", "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": "p", "max_tokens": 0, "echo": false})", "max_tokens"},
+      {R"({"prompt": "p", "max_tokens": 0, "echo": true, "min_tokens": 1})", "min_tokens"},
       {R"({"prompt": "p", "suffix": "end"})", "suffix"},
       {R"({})", "prompt"},
       {R"({"prompt": null})", "prompt"},
