@@ -16,7 +16,8 @@ else
   echo "test: CUDA build skipped: no nvcc (neither /usr/local/cuda/bin/nvcc nor one on the PATH)" >&2
 fi
 # The suite under the sanitizers (clang: AddressSanitizer + UndefinedBehaviorSanitizer for every
-# suite, ThreadSanitizer for the pipeline suite) and each fuzz target for 30 s.
+# suite, ThreadSanitizer for the pipeline, actor and server suites against a CAF built with it,
+# scripts/caf-tsan.sh) and each fuzz target for 30 s.
 echo "test: sanitizers (scripts/sanitize.sh) and fuzzers (scripts/fuzz.sh 30)" >&2
 scripts/sanitize.sh || status=$?
 scripts/fuzz.sh 30 || status=$?

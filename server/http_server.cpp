@@ -268,6 +268,11 @@ std::error_code http_server::start() {
   if (ec) return fail("listening", ec);
   st.bound_port = st.acceptor.local_endpoint().port();
   st.started = true;
+  // spdlog's registry (and its default logger) is made on first use, inside libspdlog; made
+  // here, before any I/O thread exists, the threads' first log lines find it made. (Made by
+  // whichever thread logs first, its thread-safe static would be correct too, but invisible to
+  // ThreadSanitizer, which sees neither that library's guard nor its atomics.)
+  spdlog::default_logger_raw();
   st.work.emplace(st.io.get_executor());
   detail::net::post(st.control, [&st] { detail::accept_next(st); });
   auto threads = std::max<int32_t>(1, opts.io_threads);
