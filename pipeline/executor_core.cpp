@@ -56,13 +56,15 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  std::move(stops),
                                                  {},
                                                  std::nullopt,
-                                                 nullptr});
+                                                 nullptr,
+                                                 {}});
     free_slots_.pop_back();
     const auto& params = s->req.params;  // req was moved
+    s->end_ids = end_ids_of(params);
     model::logit_settings settings{params.presence_penalty, params.frequency_penalty,
                                    params.repetition_penalty, params.logit_bias,
                                    params.min_tokens, {}};
-    if (settings.min_tokens > 0) settings.min_tokens_masked = end_ids_of(params);
+    if (settings.min_tokens > 0) settings.min_tokens_masked = s->end_ids;
     if (settings.active())
       s->processor = std::make_unique<model::logit_processor>(std::move(settings), s->req.prompt);
     // Before min_tokens, stop strings do not end the sequence: the matcher starts empty and
@@ -82,25 +84,21 @@ bool executor_core::cancel(request_id id) {
 }
 
 std::vector<int32_t> executor_core::end_ids_of(const generation_params& p) const {
+  // stop_token_ids end a sequence even with ignore_eos.
   std::vector<int32_t> ids = p.stop_token_ids;
   if (p.ignore_eos || model_->ignores_end_tokens()) return ids;
   const auto& end_ids = model_->end_ids();
   if (!end_ids.empty())
+    // A Hugging Face model's own end ids (generation_config.json's eos_token_id).
     ids.insert(ids.end(), end_ids.begin(), end_ids.end());
   else
+    // stories260K ends a story with BOS; llama2.c's run.c stops on BOS and EOS alike.
     ids.insert(ids.end(), {tokenizer_->bos_id(), tokenizer_->eos_id()});
   return ids;
 }
 
 bool executor_core::is_end_token(const sequence& s, int32_t token) const {
-  const auto& stop_ids = s.req.params.stop_token_ids;
-  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) return true;
-  if (s.req.params.ignore_eos || model_->ignores_end_tokens()) return false;
-  // A Hugging Face model's own end ids (generation_config.json's eos_token_id).
-  const auto& end_ids = model_->end_ids();
-  if (!end_ids.empty()) return std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end();
-  // stories260K ends a story with BOS; llama2.c's run.c stops on BOS and EOS alike.
-  return token == tokenizer_->bos_id() || token == tokenizer_->eos_id();
+  return std::find(s.end_ids.begin(), s.end_ids.end(), token) != s.end_ids.end();
 }
 
 step_output executor_core::step() {

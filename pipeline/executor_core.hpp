@@ -107,6 +107,8 @@ class executor_core {
     std::optional<model::token_scores> scores;
     // -- logit processing: null when the request asks for none (its rows are not copied) --
     std::unique_ptr<model::logit_processor> processor;
+    // The ids that end it (end_ids_of), fixed at admission.
+    std::vector<int32_t> end_ids;
   };
 
   void run_step(step_output& out);
@@ -126,7 +128,8 @@ class executor_core {
               step_output& out);
   void release_ended();
   bool is_end_token(const sequence& s, int32_t token) const;
-  /// The ids that end `s` (its end ids unless ignored, and its stop_token_ids).
+  /// The ids that end a sequence of `p`: its stop_token_ids, and the model's end ids (or the
+  /// tokenizer's BOS and EOS) unless ignored.
   std::vector<int32_t> end_ids_of(const generation_params& p) const;
 
   std::string name_;
