@@ -1,9 +1,14 @@
-// Prefill and decode step time against batch size, beside the time the arithmetic alone needs
-// (the step's FLOPs over this machine's measured matmul rate).
+// Prefill and decode step time against batch size, beside two floors measured on this machine:
+// the time the arithmetic alone needs (the step's FLOPs over OpenBLAS's float32 GEMM rate) and
+// the time to read the weights once (their bytes over the memory read bandwidth). And the packed
+// weight kernel against OpenBLAS on the products of an s15m layer.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -11,6 +16,7 @@
 
 #include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
+#include "model/packed_matmul.hpp"
 
 using namespace conveyor::model;
 
@@ -35,6 +41,42 @@ double matmul_rate() {
   return rate;
 }
 
+// Bytes/s read from memory by every compute thread summing its share of a 512 MiB buffer (far
+// larger than the caches), best of five passes.
+double read_bandwidth() {
+  static const double rate = [] {
+    const int64_t n = int64_t{512} << 20 >> 2;
+    std::vector<float> buffer(size_t(n), 1.0f);
+    double best = 0;
+    for (int pass = 0; pass < 5; ++pass) {
+      std::vector<float> sums(256, 0.0f);
+      auto start = std::chrono::steady_clock::now();
+      at::parallel_for(0, n, n / 64, [&](int64_t begin, int64_t end) {
+        float lanes[16] = {};
+        for (int64_t i = begin; i + 16 <= end; i += 16)
+          for (int l = 0; l < 16; ++l) lanes[l] += buffer[size_t(i + l)];
+        float total = 0;
+        for (float v : lanes) total += v;
+        sums[size_t(at::get_thread_num())] += total;
+      });
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      benchmark::DoNotOptimize(sums.data());
+      best = std::max(best, double(n) * sizeof(float) / s);
+    }
+    return best;
+  }();
+  return rate;
+}
+
+// Bytes of the weights one decode step reads: every matrix of every layer and the classifier
+// (the embedding rows of a step are few).
+double weight_bytes(const llama_shape& s, bool bf16) {
+  const double d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), q = s.q_dim(), L = s.n_layers;
+  const double params = L * (d * (q + 2 * kv) + q * d + 3 * h * d) + d * s.vocab_size;
+  return params * (bf16 ? 2 : 4);
+}
+
 // FLOPs of `tokens` tokens through the network, each attending to `span` positions.
 double step_flops(const llama_shape& s, double tokens, double span) {
   const double d = s.dim, h = s.hidden_dim, kv = s.kv_dim(), L = s.n_layers;
@@ -48,10 +90,11 @@ std::string spec_of(int64_t which) {
                     : std::string{"synthetic:s15m"};
 }
 
-std::unique_ptr<causal_lm> load(int64_t which, int32_t slots) {
+std::unique_ptr<causal_lm> load(int64_t which, int32_t slots, bool bf16 = false) {
   runtime_options opt;
   opt.slots = slots;
   opt.max_batched_tokens = slots * prompt_length;
+  if (bf16) opt.dtype = compute_dtype::bf16;
   // CONVEYOR_DEVICE=cuda:0 runs the model on a GPU (scripts/gpu-check.sh does).
   if (const char* device = std::getenv("CONVEYOR_DEVICE"); device != nullptr && *device != 0)
     opt.device = device;
@@ -84,7 +127,8 @@ void bm_prefill(benchmark::State& state) {
 
 void bm_decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(1));
-  auto model = load(state.range(0), batch);
+  const bool bf16 = state.range(2) != 0;
+  auto model = load(state.range(0), batch, bf16);
   std::vector<int32_t> prompt(prompt_length, 300);
   std::vector<prefill_item> items;
   for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
@@ -99,28 +143,80 @@ void bm_decode(benchmark::State& state) {
     if (++pos >= 160) pos = prompt_length;
   }
   const double flops = step_flops(model->shape(), batch, 96);
+  const double arith_us = flops / matmul_rate() * 1e6;
+  const double weights_us = weight_bytes(model->shape(), bf16) / read_bandwidth() * 1e6;
   state.counters["tokens/s"] =
       benchmark::Counter(double(batch), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["arith_us"] = flops / matmul_rate() * 1e6;
+  state.counters["arith_us"] = arith_us;
+  state.counters["weights_us"] = weights_us;
+  // The step's time over each floor: the step time is known per iteration, so the counters are
+  // inverted rates of the floor (time / (iterations x floor)).
+  const auto over = benchmark::Counter::Flags(benchmark::Counter::kIsIterationInvariantRate |
+                                                  benchmark::Counter::kInvert);
+  state.counters["x_arith"] = benchmark::Counter(arith_us * 1e-6, over);
+  state.counters["x_weights"] = benchmark::Counter(weights_us * 1e-6, over);
+}
+
+// One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
+// packs the weights on every call), the packed kernel in f32, and in bf16.
+void bm_matmul(benchmark::State& state) {
+  const int64_t m = state.range(0), in = state.range(1), out = state.range(2);
+  const int64_t kernel = state.range(3);  // 0 OpenBLAS, 1 packed f32, 2 packed bf16
+  auto x = at::randn({m, in});
+  auto w = at::randn({in, out});
+  auto y = at::empty({m, out});
+  packed_matrix packed(w.data_ptr<float>(), in, out, out,
+                       kernel == 2 ? weight_format::bf16 : weight_format::f32);
+  for (auto _ : state) {
+    if (kernel == 0)
+      at::mm_out(y, x, w);
+    else
+      packed.multiply(x.data_ptr<float>(), in, m, y.data_ptr<float>(), out);
+    benchmark::DoNotOptimize(y.data_ptr<float>());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m * in * out) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernel == 0 ? "openblas" : kernel == 1 ? "packed f32" : "packed bf16");
 }
 
 void args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"model", "batch"});
   for (int64_t m : {0, 1})
     for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch});
-  b->Unit(benchmark::kMicrosecond);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"model", "batch", "bf16"});
+  for (int64_t m : {0, 1})
+    for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch, 0});
+  for (int64_t batch : {1, 4, 16, 64}) b->Args({1, batch, 1});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "in", "out", "kernel"});
+  for (int64_t m : {1, 16, 64})
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{288, 864}, {288, 1536}, {768, 288}})
+      for (int64_t kernel : {0, 1, 2}) b->Args({m, in, out, kernel});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 }  // namespace
 
 BENCHMARK(bm_prefill)->Apply(args);
-BENCHMARK(bm_decode)->Apply(args);
+BENCHMARK(bm_decode)->Apply(decode_args);
+BENCHMARK(bm_matmul)->Apply(matmul_args);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Every core computes, as `conveyor serve` and `bench` do by default.
+  set_compute_threads(int32_t(std::max(1u, std::thread::hardware_concurrency())));
   std::fprintf(stderr,
-               "%s\nmatmul rate: %.1f GFLOP/s (model 0 = stories260K, 1 = synthetic:s15m)\n",
-               compute_backend_description().c_str(), matmul_rate() / 1e9);
+               "%s\nmatmul rate: %.1f GFLOP/s, memory read bandwidth: %.1f GB/s "
+               "(model 0 = stories260K, 1 = synthetic:s15m)\n",
+               compute_backend_description().c_str(), matmul_rate() / 1e9,
+               read_bandwidth() / 1e9);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 }

@@ -38,10 +38,6 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
     case llama_network::automatic:
       break;
     case llama_network::loops:
-      if (options.dtype != compute_dtype::f32)
-        return make_error(ec::bad_config, std::string{"the plain-loop network computes in f32 "
-                                                      "only, not in "} +
-                                              dtype_name(options.dtype));
       if (!on_cpu)
         return make_error(ec::bad_config, "the plain-loop network runs on \"cpu\" only, not on '" +
                                               options.device + "'");
@@ -49,10 +45,9 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
     case llama_network::torch_ops:
       return make_llama_ops(weights, options, *context);
   }
-  // The plain loops compute in float32 alone; another dtype takes the torch operations.
-  return on_cpu && options.dtype == compute_dtype::f32
-             ? make_llama_loops(weights, options, *context)
-             : make_llama_ops(weights, options, *context);
+  // The CPU takes the plain loops (f32 or bf16 weights), every other device the torch operations.
+  return on_cpu ? make_llama_loops(weights, options, *context)
+                : make_llama_ops(weights, options, *context);
 }
 
 }  // namespace conveyor::model

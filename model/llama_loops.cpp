@@ -15,6 +15,7 @@
 #include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
+#include "model/packed_matmul.hpp"
 
 namespace conveyor::model {
 
@@ -35,9 +36,24 @@ namespace {
 class llama_loops final : public llama_base {
  public:
   llama_loops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : llama_base(w, opt, context, "plain loops"), weights_(lay_out_llama(w, context)) {
+      : llama_base(w, opt, context,
+                   opt.dtype == compute_dtype::bf16
+                       ? "plain loops, bf16 weights, f32 activations and KV cache"
+                       : "plain loops"),
+        weights_(lay_out_llama(w, context)) {
     c10::InferenceMode guard;
     const auto& s = shape_;
+    // Each matrix packed once in the kernel's layout; the unpacked copies are dropped.
+    const auto format =
+        opt.dtype == compute_dtype::bf16 ? weight_format::bf16 : weight_format::f32;
+    auto pack = [&](at::Tensor& t) {
+      packed_matrix p(t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0), format);
+      t = at::Tensor();
+      return p;
+    };
+    for (auto& lw : weights_.layers)
+      packed_.push_back({pack(lw.wqkv_t), pack(lw.wo_t), pack(lw.w13_t), pack(lw.w2_t)});
+    classifier_ = pack(weights_.wcls_t);
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
 
@@ -86,6 +102,11 @@ class llama_loops final : public llama_base {
     for (const auto& it : items)
       decode_as_prefill_.push_back({it.slot, it.position, &it.token, 1, -1});
     return prefill(decode_as_prefill_);
+  }
+
+  // The cache holds float32 whatever the weights' format.
+  int64_t kv_cache_bytes() const override {
+    return conveyor::model::kv_cache_bytes(shape_, slots_, context_, compute_dtype::f32);
   }
 
   bool copies_prefixes() const override { return true; }
@@ -148,21 +169,26 @@ class llama_loops final : public llama_base {
     embed(x, n);
     for (int32_t l = 0; l < sh.n_layers; ++l) {
       const auto& lw = weights_.layers[l];
+      const auto& pw = packed_[size_t(l)];
       rmsnorm(xb, x, n);
-      if (lw.bqkv.defined())
-        at::addmm_out(qkv, lw.bqkv, xb, lw.wqkv_t);
-      else
-        at::mm_out(qkv, xb, lw.wqkv_t);
+      multiply(pw.wqkv, xb, qkv, n, lw.bqkv.defined() ? lw.bqkv.data_ptr<float>() : nullptr);
       // Queries and keys share the rotary tables: one pass over both, into qk = [q | k].
       rope(qk, qkv, n, sh.n_heads + sh.n_kv_heads);
       write_cache(l, n, qk.narrow(1, q, kv), qkv.narrow(1, q + kv, kv));
       attention(l, qk.narrow(1, 0, q), att);
-      x.addmm_(att, lw.wo_t);
+      multiply(pw.wo, att, x, n, nullptr, true);
       rmsnorm(xb, x, n);
-      at::mm_out(hbuf, xb, lw.w13_t);
+      multiply(pw.w13, xb, hbuf, n);
       swiglu(hb, hbuf, n, h);
-      x.addmm_(hb, lw.w2_t);
+      multiply(pw.w2, hb, x, n, nullptr, true);
     }
+  }
+
+  // The first n rows of out = in W (+ bias), or out += in W with `accumulate`.
+  static void multiply(const packed_matrix& w, const at::Tensor& in, at::Tensor& out, int64_t n,
+                       const float* bias = nullptr, bool accumulate = false) {
+    w.multiply(in.data_ptr<float>(), in.stride(0), n, out.data_ptr<float>(), out.stride(0), bias,
+               accumulate);
   }
 
   // Rows of the token embedding into x.
@@ -253,7 +279,7 @@ class llama_loops final : public llama_base {
     auto xfn = ws_xfn_.narrow(0, 0, m);
     rmsnorm(xfn, ws_xf_, m);
     auto out = ws_logits_.narrow(0, offset, m);
-    at::mm_out(out, xfn, weights_.wcls_t);
+    multiply(classifier_, xfn, out, m);
   }
 
   // Causal attention of one prompt's tokens over its slot's cache.
@@ -529,7 +555,12 @@ class llama_loops final : public llama_base {
   // Prompts reaching past this position attend through matrix products instead of the row loop,
   // whose cost grows with the square of the length.
   static constexpr int64_t rows_attention_limit = 256;
-  llama_tensors weights_;
+  llama_tensors weights_;  // the matrices moved into packed_ and classifier_
+  struct packed_layer {
+    packed_matrix wqkv, wo, w13, w2;
+  };
+  std::vector<packed_layer> packed_;
+  packed_matrix classifier_;
   at::Tensor k_cache_, v_cache_;
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
       ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_, ws_slots_;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.hpp"
+#include "model/packed_matmul.hpp"
 #include "model/sampler.hpp"
 #include "test_support.hpp"
 
@@ -267,10 +268,11 @@ namespace {
 // the logits at the positions `check_at` with the reference's.
 void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& tokens,
                             const std::vector<int32_t>& check_at, llama_network network,
-                            int32_t prefix = 5) {
+                            int32_t prefix = 5, compute_dtype dtype = compute_dtype::f32) {
   runtime_options opt;
   opt.slots = 3;
   opt.network = network;
+  opt.dtype = dtype;
   auto model = make_llama(w, opt);
   ASSERT_TRUE(model) << message_of(model.error());
   reference_llama ref(w);
@@ -487,6 +489,7 @@ TEST(llama, bf16_stays_within_its_stated_tolerance_of_f32) {
   auto expected = test::load_expected_run();
   runtime_options opt;
   opt.slots = 4;
+  opt.network = llama_network::torch_ops;
   opt.dtype = compute_dtype::bf16;
   auto m = load_model(test::stories_model(), opt);
   ASSERT_TRUE(m) << message_of(m.error());
@@ -520,15 +523,81 @@ TEST(llama, bf16_stays_within_its_stated_tolerance_of_f32) {
   }
 }
 
-TEST(llama, the_plain_loops_refuse_bf16) {
+namespace {
+
+// s15m's shape with every matrix already a bfloat16 value and every RMSNorm weight a power of
+// two: folding the norms into the matrices and packing them in bfloat16 then loses nothing, so
+// the bf16 network must equal the float64 reference as closely as f32 does.
+llama_weights bf16_exact_weights() {
+  auto w = make_synthetic_weights("s15m", 7);
+  EXPECT_TRUE(w);
+  for (auto* m : {&w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3, &w->wcls,
+                  &w->token_embedding})
+    for (auto& x : *m) x = from_bf16(to_bf16(x));
+  for (auto* g : {&w->rms_att, &w->rms_ffn, &w->rms_final})
+    for (size_t i = 0; i < g->size(); ++i) (*g)[i] = i % 3 == 0 ? 2.0f : 1.0f;
+  return std::move(*w);
+}
+
+}  // namespace
+
+TEST(llama, the_plain_loops_in_bf16_equal_the_reference_on_weights_bf16_holds_exactly) {
+  auto w = bf16_exact_weights();
+  compare_with_reference(w, filler_prompt(24, 9), {4, 6, 8, 15, 23}, llama_network::loops, 5,
+                         compute_dtype::bf16);
+  compare_with_reference(w, filler_prompt(310, 13), {263, 299, 300, 309}, llama_network::loops,
+                         300, compute_dtype::bf16);
+}
+
+TEST(llama, the_plain_loops_take_bf16_weights_and_keep_an_f32_cache) {
+  runtime_options opt;
+  opt.slots = 4;
+  opt.dtype = compute_dtype::bf16;
+  auto m = load_model(test::stories_model(), opt);  // "auto" network on the CPU: the plain loops
+  ASSERT_TRUE(m) << message_of(m.error());
+  EXPECT_NE((*m)->describe().find("in bf16 (plain loops, bf16 weights, f32 activations and KV "
+                                  "cache)"),
+            std::string::npos)
+      << (*m)->describe();
+  EXPECT_EQ((*m)->kv_cache_bytes(), kv_cache_bytes((*m)->shape(), 4, 512, compute_dtype::f32));
+}
+
+// bf16 weights with f32 activations on the real stories260K: how far greedy runs follow f32.
+// Measured: the expected story agrees in all 60 tokens, and the largest logit difference over
+// prompts of 5, 40 and 300 tokens is 0.052 (logits up to 13.6); the test holds it to 40 tokens
+// and 0.1. (The torch operations in bf16 also round activations and the cache: 23 tokens.)
+TEST(llama, the_plain_loops_in_bf16_follow_f32_within_the_stated_tolerance) {
+  auto expected = test::load_expected_run();
   auto w = load_llama2c_checkpoint(test::stories_model());
   ASSERT_TRUE(w);
   runtime_options opt;
+  opt.slots = 4;
   opt.network = llama_network::loops;
   opt.dtype = compute_dtype::bf16;
-  auto m = make_llama(*w, opt);
-  ASSERT_FALSE(m);
-  EXPECT_EQ(message_of(m.error()), "the plain-loop network computes in f32 only, not in bf16");
+  auto bf16 = make_llama(*w, opt);
+  opt.dtype = compute_dtype::f32;
+  auto f32 = make_llama(*w, opt);
+  ASSERT_TRUE(f32 && bf16);
+  greedy_batch b{**bf16, {}};
+  b.join(0, 0, {expected.prompt}, {0}, {0}, 60);
+  for (int i = 0; i < 59; ++i) b.step();
+  const auto want = expected.generated();
+  size_t agree = 0;
+  while (agree < want.size() && b.running[0].out[agree] == want[agree]) ++agree;
+  std::printf("bf16 plain loops: %zu of %zu greedy tokens agree with f32\n", agree, want.size());
+  float worst_all = 0;
+  for (int32_t length : {5, 40, 300}) {
+    auto prompt = filler_prompt(length, uint32_t(length));
+    const auto a = (*f32)->prefill({{1, 0, prompt.data(), length, -1}});
+    const std::vector<float> reference(a.data, a.data + a.vocab);
+    const auto c = (*bf16)->prefill({{1, 0, prompt.data(), length, -1}});
+    float worst = 0;
+    for (int32_t i = 0; i < a.vocab; ++i) worst = std::max(worst, std::abs(reference[i] - c.data[i]));
+    worst_all = std::max(worst_all, worst);
+  }
+  std::printf("bf16 plain loops: largest logit difference %.4f\n", worst_all);
+  EXPECT_GE(agree, 40u);
+  EXPECT_LT(worst_all, 0.1f);
 }
 
 // -- on a GPU: the torch-operation network on cuda:0, skipped where no GPU is visible ----------

@@ -1,0 +1,65 @@
+// Weight matrices packed once at load into the layout the CPU kernel reads, and the matrix
+// product y = x W over them: the plain-loop network's five products per layer and its classifier.
+// BLAS libraries without a pre-packed interface (OpenBLAS) repack the weights on every call;
+// packing once removes that, and the kernel keeps a block of rows by three vectors of columns in
+// registers. Weights in float32 (the exact reference) or bfloat16 (half the bytes, widened to
+// float32 in registers; products and sums stay float32).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace conveyor::model {
+
+/// How a packed matrix stores its numbers.
+enum class weight_format : uint8_t {
+  f32,   ///< float32: the products equal an unpacked float32 product up to summation order
+  bf16,  ///< bfloat16, rounded to nearest even from float32 at packing
+};
+
+/// A weight matrix W [in, out] (row-major: `in` rows of `out` columns) packed in panels of
+/// `panel_width` columns, each panel `in` runs of `panel_width` contiguous numbers; the last
+/// panel is padded with zeros. Immutable after construction, so any thread may multiply.
+class packed_matrix {
+ public:
+  /// Columns per panel: three vectors of 16 floats.
+  static constexpr int64_t panel_width = 48;
+
+  packed_matrix() = default;
+
+  /// Packs `w` ([in, out], row `i` at w + i * row_stride) in `format`.
+  packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride, weight_format format);
+
+  /// Rows of W (the length of an input row).
+  int64_t in() const { return in_; }
+
+  /// Columns of W (the length of an output row).
+  int64_t out() const { return out_; }
+
+  weight_format format() const { return format_; }
+
+  /// Bytes the packed numbers take (padding included).
+  int64_t bytes() const;
+
+  /// y[m, out] = x[m, in] W, plus `bias[out]` when not null; with `accumulate`, y += x W
+  /// instead (bias ignored). Rows of x are `x_stride` floats apart, rows of y `y_stride`. Runs on
+  /// torch's intra-op threads when the product is large enough to pay for them.
+  void multiply(const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
+                const float* bias = nullptr, bool accumulate = false) const;
+
+ private:
+  int64_t in_ = 0;
+  int64_t out_ = 0;
+  int64_t panels_ = 0;
+  weight_format format_ = weight_format::f32;
+  std::vector<float> f32_;
+  std::vector<uint16_t> bf16_;
+};
+
+/// `x` rounded to the nearest bfloat16 (ties to even), as its 16 bits; NaN stays NaN.
+uint16_t to_bf16(float x);
+
+/// The float32 value of bfloat16 bits.
+float from_bf16(uint16_t bits);
+
+}  // namespace conveyor::model

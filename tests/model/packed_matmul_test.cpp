@@ -1,0 +1,120 @@
+// The packed matrix product against a float64 product of the unpacked weights, over shapes that
+// hit every row tail, partial panels, strides, bias and accumulation; and bfloat16 rounding
+// against values worked out by hand.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/packed_matmul.hpp"
+
+using namespace conveyor::model;
+
+namespace {
+
+struct shape {
+  int64_t m, in, out;
+};
+
+// y = x W (+ bias, or + y0) in float64, with W's numbers as the format stores them, and the
+// bound on float32 summation error: 1e-5 of the sum of |terms|.
+void reference(const std::vector<float>& x, int64_t x_stride, const std::vector<float>& w,
+               int64_t w_stride, const shape& s, const float* bias, const std::vector<float>* y0,
+               int64_t y_stride, weight_format f, std::vector<double>& want,
+               std::vector<double>& bound) {
+  want.assign(size_t(s.m * s.out), 0.0);
+  bound.assign(size_t(s.m * s.out), 0.0);
+  for (int64_t r = 0; r < s.m; ++r)
+    for (int64_t c = 0; c < s.out; ++c) {
+      double sum = 0.0, mag = 0.0;
+      if (y0 != nullptr) sum = (*y0)[size_t(r * y_stride + c)];
+      else if (bias != nullptr) sum = bias[c];
+      mag = std::abs(sum);
+      for (int64_t i = 0; i < s.in; ++i) {
+        float wv = w[size_t(i * w_stride + c)];
+        if (f == weight_format::bf16) wv = from_bf16(to_bf16(wv));
+        const double term = double(x[size_t(r * x_stride + i)]) * wv;
+        sum += term;
+        mag += std::abs(term);
+      }
+      want[size_t(r * s.out + c)] = sum;
+      bound[size_t(r * s.out + c)] = 1e-5 * mag + 1e-6;
+    }
+}
+
+void check(const shape& s, weight_format f, bool with_bias, bool accumulate, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  // Strides wider than the rows, so that row addressing is tested too.
+  const int64_t x_stride = s.in + 3, w_stride = s.out + 5, y_stride = s.out + 7;
+  std::vector<float> x(size_t(std::max<int64_t>(1, s.m * x_stride))), w(size_t(s.in * w_stride)),
+      bias(size_t(s.out)), y(size_t(std::max<int64_t>(1, s.m * y_stride)));
+  for (auto* v : {&x, &w, &bias, &y})
+    for (auto& e : *v) e = u(rng);
+  const auto y0 = y;
+  std::vector<double> want, bound;
+  reference(x, x_stride, w, w_stride, s, with_bias ? bias.data() : nullptr,
+            accumulate ? &y0 : nullptr, y_stride, f, want, bound);
+  packed_matrix p(w.data(), s.in, s.out, w_stride, f);
+  EXPECT_EQ(p.in(), s.in);
+  EXPECT_EQ(p.out(), s.out);
+  p.multiply(x.data(), x_stride, s.m, y.data(), y_stride, with_bias ? bias.data() : nullptr,
+             accumulate);
+  for (int64_t r = 0; r < s.m; ++r) {
+    for (int64_t c = 0; c < s.out; ++c)
+      ASSERT_NEAR(y[size_t(r * y_stride + c)], want[size_t(r * s.out + c)],
+                  bound[size_t(r * s.out + c)])
+          << "m " << s.m << " in " << s.in << " out " << s.out << " row " << r << " col " << c;
+    // The padding between rows is not written.
+    for (int64_t c = s.out; c < y_stride && r * y_stride + c < int64_t(y.size()); ++c)
+      ASSERT_EQ(y[size_t(r * y_stride + c)], y0[size_t(r * y_stride + c)]);
+  }
+}
+
+const shape shapes[] = {{1, 1, 1},    {1, 64, 48},   {3, 64, 47},    {8, 64, 49},
+                        {9, 288, 96}, {15, 17, 100}, {64, 288, 864}, {130, 96, 145},
+                        {1, 768, 288}, {257, 40, 50}};
+
+}  // namespace
+
+TEST(packed_matmul, f32_equals_the_float64_product_for_every_tail) {
+  uint32_t seed = 1;
+  for (const auto& s : shapes) check(s, weight_format::f32, false, false, seed++);
+}
+
+TEST(packed_matmul, bias_and_accumulation) {
+  uint32_t seed = 100;
+  for (const auto& s : shapes) {
+    check(s, weight_format::f32, true, false, seed++);
+    check(s, weight_format::f32, false, true, seed++);
+    check(s, weight_format::bf16, true, false, seed++);
+    check(s, weight_format::bf16, false, true, seed++);
+  }
+}
+
+TEST(packed_matmul, bf16_equals_the_float64_product_of_the_rounded_weights) {
+  uint32_t seed = 200;
+  for (const auto& s : shapes) check(s, weight_format::bf16, false, false, seed++);
+}
+
+TEST(packed_matmul, bf16_halves_the_bytes) {
+  std::vector<float> w(size_t(288 * 96), 0.5f);
+  packed_matrix a(w.data(), 288, 96, 96, weight_format::f32);
+  packed_matrix b(w.data(), 288, 96, 96, weight_format::bf16);
+  EXPECT_EQ(a.bytes(), 288 * 96 * 4);
+  EXPECT_EQ(b.bytes(), 288 * 96 * 2);
+}
+
+TEST(packed_matmul, bf16_rounds_to_nearest_even) {
+  // Values worked out by hand from their bits.
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);        // halfway, to the even 1.0
+  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);    // halfway, to the even 1 + 2^-6
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);  // above halfway: up
+  EXPECT_EQ(to_bf16(3.14159265f), 0x4049);           // 0x40490fdb
+  EXPECT_EQ(to_bf16(INFINITY), 0x7f80);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(NAN))));
+  EXPECT_EQ(from_bf16(0x3f81), 1.0f + 0x1p-7f);
+}
