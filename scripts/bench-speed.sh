@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The measurements behind docs/benchmarks.md section 8 (the speed goals), one at a time, with two
+# builds side by side in the same run: BEFORE (the code before the change) and AFTER.
+#   scripts/bench-speed.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [REPEATS]
+# Every server is benched by AFTER's `conveyor bench` (the same client for both). Each burst runs
+# REPEATS times (default 3); the doc quotes the median. Nothing else should run meanwhile.
+set -euo pipefail
+before=$(realpath "$1") after=$(realpath "$2") out=$3 repeats=${4:-3}
+mkdir -p "$out"
+out=$(realpath "$out")
+cd "$(dirname "$0")/.."
+port=${CONVEYOR_BENCH_PORT:-18123}
+client="$after/apps/conveyor"
+pid=
+
+serve() {  # BUILD_DIR serve-args...
+  local build=$1
+  shift
+  "$build/apps/conveyor" serve --port "$port" --log-level warn "$@" >"$out/serve.log" 2>&1 &
+  pid=$!
+  until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { cat "$out/serve.log"; exit 1; }
+    sleep 0.2
+  done
+}
+
+stop() {
+  kill -INT "$pid"
+  wait "$pid" || true
+}
+
+# NAME WORKLOAD MODEL: one replay against the running server; the client's own CPU seconds
+# (user + system, from /usr/bin/time) go beside its report.
+over_http() {
+  local name=$1 workload=$2 model=$3
+  /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/$name.client" \
+    "$client" bench --workload "$workload" --target "http://127.0.0.1:$port" --model "$model" \
+    -q --json "$out/$name.json" >"$out/$name.txt"
+  echo "$name: $(grep -E 'out tok/s|output' "$out/$name.txt" | head -1) $(cat "$out/$name.client")"
+}
+
+burst=workloads/stories-burst-n200.jsonl
+light=workloads/stories-poisson-r5-n100.jsonl
+s15m=(--model synthetic:s15m)
+slots() { echo --set executors=cpu --set "executors[0].slots=$1" --set "batcher.max_num_seqs=$1"; }
+
+# 1. The model steps.
+"$after/benchmarks/conveyor_model_bench" --benchmark_min_time=0.5 >"$out/model-after.txt" 2>&1
+"$before/benchmarks/conveyor_model_bench" --benchmark_filter='bm_decode/model:1' \
+  --benchmark_min_time=0.5 >"$out/model-before.txt" 2>&1
+
+# 2. The s15m burst through HTTP: before and after, 16 and 32 slots.
+for r in $(seq 1 "$repeats"); do
+  for build in before after; do
+    dir=$before
+    [ $build = after ] && dir=$after
+    for n in 16 32; do
+      # shellcheck disable=SC2046
+      serve "$dir" "${s15m[@]}" $(slots $n)
+      over_http "s15m-burst-$build-$n-run$r" $burst synthetic:s15m
+      stop
+    done
+  done
+done
+
+# 3. s15m at 5 requests/s through HTTP: before and after (16 slots).
+for build in before after; do
+  dir=$before
+  [ $build = after ] && dir=$after
+  serve "$dir" "${s15m[@]}"
+  over_http "s15m-r5-$build" $light synthetic:s15m
+  stop
+done
+
+# 4. The stories260K burst: in process and through HTTP (after), with the client's cost.
+for r in $(seq 1 "$repeats"); do
+  /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/stories-burst-inprocess-run$r.client" \
+    "$client" bench --workload $burst --policies continuous -q \
+    --json "$out/stories-burst-inprocess-run$r.json" >"$out/stories-burst-inprocess-run$r.txt"
+  serve "$after"
+  over_http "stories-burst-http-run$r" $burst stories260K
+  stop
+done
+echo "raw results in $out"
