@@ -408,16 +408,23 @@ class llama_loops final : public llama_base {
     static_assert(HS % 8 == 0, "vector attention needs a head size that is a multiple of 8");
     constexpr int64_t blocks = HS / 8;
     const int64_t body = span - span % 8;
+    // Scores of the g heads, one pass per head element over its row of keys: each pass reads
+    // one contiguous run of the cache (rows `ctx` floats apart would alias in the L1 cache if
+    // read side by side), and the g heads that share the kv head share each load. Blocks of
+    // eight positions; the last may read past `span` (within the cache's slack) and write past
+    // it (within the scores' slack): those lanes are ignored.
+    for (int64_t j = 0; j < g; ++j)
+      for (int64_t t0 = 0; t0 < span; t0 += 8) store8(scores + j * ctx + t0, v8f{});
+    for (int64_t e = 0; e < HS; ++e) {
+      const float* row = keys_t + e * ctx;
+      for (int64_t j = 0; j < g; ++j) {
+        const float qe = q[j * HS + e] * scale;
+        float* sj = scores + j * ctx;
+        for (int64_t t0 = 0; t0 < span; t0 += 8) store8(sj + t0, load8(sj + t0) + qe * load8(row + t0));
+      }
+    }
     for (int64_t j = 0; j < g; ++j) {
       float* sj = scores + j * ctx;
-      const float* qj = q + j * HS;
-      // Scores of eight positions at a time; the last block may read past `span` (within the
-      // cache's slack) and write past it (within the scores' slack): those lanes are ignored.
-      for (int64_t t0 = 0; t0 < span; t0 += 8) {
-        v8f acc = {};
-        for (int64_t e = 0; e < HS; ++e) acc += (qj[e] * scale) * load8(keys_t + e * ctx + t0);
-        store8(sj + t0, acc);
-      }
       v8f top8 = load8(sj);
       for (int64_t t = 8; t < body; t += 8) {
         const v8f x = load8(sj + t);
