@@ -174,7 +174,8 @@ error write_file(const std::string& path, const std::string& text) {
 
 int run_bench(const bench_options& o) {
   if (auto problem = check(o.sampling)) return fail(*problem);
-  if (o.run_too && o.save_file.empty()) return fail("--run goes with --save (without it, bench runs)");
+  if (o.run_too && o.save_file.empty())
+    return fail("--run goes with --save (without it, bench runs)");
   if (!o.save_file.empty() && !o.workload_file.empty())
     return fail("--save writes a made workload (--rate), not one read with --workload");
   auto workloads = make_workloads(o);

@@ -58,7 +58,7 @@ std::vector<std::pair<std::string, int>> requests_of(const conveyor::bench::work
 TEST(bench_command, sends_the_sampling_flags_in_every_request_body) {
   canned_server server;
   auto r = run_conveyor("bench " + made + " --target " + server.url() +
-                    " --model m1 --temperature 0 --top-p 0.9 --top-k 40 --ignore-eos");
+                        " --model m1 --temperature 0 --top-p 0.9 --top-k 40 --ignore-eos");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("completed"), std::string::npos) << r.out;
   const auto bodies = parsed(server.bodies());
@@ -120,7 +120,8 @@ TEST(bench_command, ignore_eos_makes_every_request_of_a_real_model_generate_max_
   const std::string json_path = temp_path(".json");
   const std::string flags =
       "bench --rate inf --requests 2 --seed 1 --prompt-words 3,3 --max-tokens 300,300 -q "
-      "--policies continuous --threads 1 --temperature 0 --json " + json_path;
+      "--policies continuous --threads 1 --temperature 0 --json " +
+      json_path;
   auto tokens = [&](const std::string& extra) {
     auto r = run_conveyor(flags + extra);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -156,7 +157,8 @@ TEST(bench_command, save_writes_the_made_workload_and_stops) {
 TEST(bench_command, save_with_run_also_runs_the_saved_workload) {
   canned_server server;
   const std::string path = temp_path(".jsonl");
-  auto r = run_conveyor("bench " + made + " --target " + server.url() + " --save " + path + " --run");
+  auto r =
+      run_conveyor("bench " + made + " --target " + server.url() + " --save " + path + " --run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("completed"), std::string::npos) << r.out;
   auto loaded = conveyor::bench::load_workload(path);
@@ -170,9 +172,30 @@ TEST(bench_command, save_and_run_refuse_what_they_cannot_mean) {
   EXPECT_EQ(run_alone.exit_code, 1);
   EXPECT_EQ(run_alone.err, "conveyor bench: --run goes with --save (without it, bench runs)\n");
   auto file = run_conveyor("bench --workload " + source("workloads/stories-burst-n200.jsonl") +
-                       " --save " + temp_path(".jsonl"));
+                           " --save " + temp_path(".jsonl"));
   EXPECT_EQ(file.exit_code, 1);
   EXPECT_EQ(file.err,
             "conveyor bench: --save writes a made workload (--rate), not one read with "
             "--workload\n");
+}
+
+TEST(bench_command, conveyors_own_server_takes_every_field_it_sends) {
+  // The real server on stories260K: greedy requests with ignore_eos each run to max_tokens (300,
+  // where greedy stories end sooner: see the in-process test above), none refused.
+  background_conveyor serve{{"serve", "--port", "0", "--log-level", "info", "--threads", "1"}};
+  const auto port = serve.wait_for("ready: model .* at http://127\\.0\\.0\\.1:(\\d+)/");
+  ASSERT_FALSE(port.empty()) << serve.log();
+  const std::string json_path = temp_path(".json");
+  auto r = run_conveyor(
+      "bench --rate inf --requests 2 --seed 1 --prompt-words 3,3 --max-tokens 300,300 -q "
+      "--target http://127.0.0.1:" +
+      port + " --temperature 0 --top-p 0.9 --top-k 40 --ignore-eos --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = json::parse(read_file(json_path));
+  std::remove(json_path.c_str());
+  const auto& run = j.at("runs").at(0);
+  EXPECT_EQ(run.at("completed"), json(2)) << run;
+  EXPECT_EQ(run.at("output_tokens"), json(600)) << run;
+  EXPECT_EQ(j.at("settings").at("sampling"),
+            json({{"temperature", 0.0}, {"top_p", 0.9}, {"top_k", 40}, {"ignore_eos", true}}));
 }

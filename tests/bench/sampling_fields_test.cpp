@@ -12,10 +12,8 @@ TEST(bench_sampling, limits_are_a_requests_and_name_the_flag) {
   EXPECT_EQ(check({2.0, 0.5, 40, false}), std::nullopt);
   EXPECT_EQ(check({2.5, {}, {}, false}), "--temperature: must be between 0 and 2, got 2.5");
   EXPECT_EQ(check({-0.1, {}, {}, false}), "--temperature: must be between 0 and 2, got -0.1");
-  EXPECT_EQ(check({{}, 0.0, {}, false}),
-            "--top-p: must be greater than 0 and at most 1, got 0");
-  EXPECT_EQ(check({{}, 1.5, {}, false}),
-            "--top-p: must be greater than 0 and at most 1, got 1.5");
+  EXPECT_EQ(check({{}, 0.0, {}, false}), "--top-p: must be greater than 0 and at most 1, got 0");
+  EXPECT_EQ(check({{}, 1.5, {}, false}), "--top-p: must be greater than 0 and at most 1, got 1.5");
   EXPECT_EQ(check({{}, {}, -1, false}), "--top-k: must be at least 0, got -1");
 }
 
