@@ -161,6 +161,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   for (size_t i = 0; i < cores.size(); ++i) {
     int32_t threads = int32_t(executors[i].threads);
     if (threads == 0) threads = std::max(1, cores_available / int32_t(cores.size()));
+    spdlog::info("executor {}: {} compute threads", cores[i]->name(), threads);
     group.executors.push_back(
         spawn_executor(system, std::move(cores[i]), threads, batcher_actor{}, metrics));
   }

@@ -140,10 +140,10 @@ request_record one_request(const workload_request& w, const target_options& o,
   client::http_connection connection{o.url.host, o.url.port, connect};
   nlohmann::json body = {{"prompt", w.prompt},
                          {"max_tokens", w.max_tokens},
-                         {"temperature", o.temperature},
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!o.model.empty()) body["model"] = o.model;
+  add_to_body(o.sampling, body);
   if (connection.connected() &&
       connection.send_request("POST", o.url.prefix + "/v1/completions", body.dump(),
                               {{"Accept", "text/event-stream"}})) {

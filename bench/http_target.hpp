@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sampling_fields.hpp"
 #include "bench/stats.hpp"
 #include "bench/workload.hpp"
 #include "common/error.hpp"
@@ -76,7 +77,8 @@ struct target_options {
   target_url url;
   /// The "model" field; left out when empty.
   std::string model;
-  double temperature = 1.0;
+  /// The sampling fields of every request (see `add_to_body`: temperature is always sent).
+  sampling_fields sampling;
   /// Give up on a request after this many seconds.
   double timeout_s = 600;
 };

@@ -118,7 +118,8 @@ void add_pipeline_metrics(caf::actor_system& system, const pipeline_handle& pipe
 
 expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline cfg,
                                      const std::string& policy, const workload& requests,
-                                     double rate, run_progress& progress) {
+                                     double rate, run_progress& progress,
+                                     const sampling_fields& sampling) {
   cfg.batcher.policy = policy;
   cfg.metrics.interval_s = 0;
   auto pipeline = spawn_pipeline(system, cfg);
@@ -133,12 +134,12 @@ expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline
     generate_request g;
     g.prompt = w.prompt;
     g.params.max_tokens = w.max_tokens;
-    g.params.temperature = float(cfg.generation.temperature);
-    g.params.top_p = float(cfg.generation.top_p);
-    g.params.top_k = int32_t(cfg.generation.top_k);
+    g.params.temperature = float(sampling.temperature.value_or(cfg.generation.temperature));
+    g.params.top_p = float(sampling.top_p.value_or(cfg.generation.top_p));
+    g.params.top_k = int32_t(sampling.top_k.value_or(cfg.generation.top_k));
     g.params.seed = uint64_t(i) + 1;
     // Random weights never choose to end: they must generate exactly max_tokens.
-    g.params.ignore_eos = synthetic;
+    g.params.ignore_eos = synthetic || sampling.ignore_eos;
     g.arrival = scheduled;
     auto sink = system.spawn(collector, book, i, scheduled);
     caf::anon_send(pipeline->front, atom::generate::value, std::move(g), sink);

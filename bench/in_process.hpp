@@ -5,6 +5,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "bench/sampling_fields.hpp"
 #include "bench/stats.hpp"
 #include "bench/workload.hpp"
 #include "common/error.hpp"
@@ -16,10 +17,13 @@ namespace conveyor::bench {
 /// metrics log off), sends each request at t0 + arrival_s from this thread, whatever earlier
 /// requests do, with a collector sink that stamps each chunk and the end; waits for every
 /// request to end, reads batch size, padding fraction and busy ratio from the pipeline's
-/// metrics snapshot, and stops the pipeline. Synthetic models (random weights) get
-/// `ignore_eos`, so that they generate exactly max_tokens. `rate` only labels the summary.
+/// metrics snapshot, and stops the pipeline. Each request samples with `sampling`'s fields where
+/// set, else the configuration's `[generation]` ones, and request i is seeded i + 1. Synthetic
+/// models (random weights) always get `ignore_eos`, so that they generate exactly max_tokens;
+/// others when `sampling` asks for it. `rate` only labels the summary.
 expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline cfg,
                                      const std::string& policy, const workload& requests,
-                                     double rate, run_progress& progress);
+                                     double rate, run_progress& progress,
+                                     const sampling_fields& sampling = {});
 
 }  // namespace conveyor::bench

@@ -39,13 +39,14 @@ struct bench_options {
   std::string target;
   std::string json_file;
   std::string plot_file;
-  int32_t threads = 0;
   std::string rates;
   std::size_t requests = 100;
   uint64_t seed = 0;
   std::string prompt_words = "3,40";
   std::string max_tokens = "16,256";
   std::string save_file;
+  bool run_too = false;
+  sampling_fields sampling;
   bool quiet = false;
 };
 
@@ -172,6 +173,11 @@ error write_file(const std::string& path, const std::string& text) {
 }
 
 int run_bench(const bench_options& o) {
+  if (auto problem = check(o.sampling)) return fail(*problem);
+  if (o.run_too && o.save_file.empty())
+    return fail("--run goes with --save (without it, bench runs)");
+  if (!o.save_file.empty() && !o.workload_file.empty())
+    return fail("--save writes a made workload (--rate), not one read with --workload");
   auto workloads = make_workloads(o);
   if (!workloads) return fail(message_of(workloads.error()));
   if (!o.save_file.empty()) {
@@ -180,6 +186,7 @@ int run_bench(const bench_options& o) {
       if (auto err = save_workload(w, path)) return fail(message_of(err));
       std::fprintf(stderr, "bench: wrote %zu requests to %s\n", w.size(), path.c_str());
     }
+    if (!o.run_too) return 0;
   }
   nlohmann::json settings;
   settings["workload"] =
@@ -190,6 +197,7 @@ int run_bench(const bench_options& o) {
                              {"seed", o.seed},
                              {"prompt_words", o.prompt_words},
                              {"max_tokens", o.max_tokens}};
+  settings["sampling"] = to_json(o.sampling);
   std::vector<run_summary> runs;
   if (!o.target.empty()) {
     auto url = parse_target_url(o.target);
@@ -197,6 +205,7 @@ int run_bench(const bench_options& o) {
     target_options to;
     to.url = *url;
     to.model = o.flags.model;
+    to.sampling = o.sampling;
     settings["target"] = o.target;
     settings["model"] = o.flags.model;
     for (const auto& [rate, w] : *workloads) {
@@ -213,13 +222,6 @@ int run_bench(const bench_options& o) {
   } else {
     auto cfg = o.flags.load();
     if (!cfg) return fail(message_of(cfg.error()));
-    if (o.threads > 0) {
-      if (cfg->auto_executors) {
-        cfg->executors = config::resolve_executors(*cfg, 0);
-        cfg->auto_executors = false;
-      }
-      for (auto& e : cfg->executors) e.threads = o.threads;
-    }
     auto policies = split_commas(o.policies);
     if (policies.empty()) return fail("--policies: give at least one");
     for (const auto& p : policies)
@@ -237,7 +239,7 @@ int run_bench(const bench_options& o) {
         run_progress progress;
         progress_printer printer{policy + " @ " + rate_text(rate) + "/s", w.size(), progress,
                                  o.quiet};
-        auto summary = run_in_process(system, *cfg, policy, w, rate, progress);
+        auto summary = run_in_process(system, *cfg, policy, w, rate, progress, o.sampling);
         if (!summary) return fail(policy + ": " + message_of(summary.error()));
         runs.push_back(std::move(*summary));
       }
@@ -286,8 +288,7 @@ command_fn add_bench(CLI::App& app) {
   cmd->add_option("--plot", o->plot_file,
                   "Write an SVG chart of the E2E latency CDF to FILE.svg (with several rates "
                   "also FILE-vs-rate.svg)");
-  cmd->add_option("--threads", o->threads, "Compute threads of each executor (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  o->flags.add_threads_to(*cmd);
   cmd->add_option("--rate", o->rates,
                   "Make a workload instead: Poisson arrivals at R requests/s (inf: all at 0); "
                   "R1,R2,... makes one per rate");
@@ -302,7 +303,23 @@ command_fn add_bench(CLI::App& app) {
                   "max_tokens of a made workload, log-uniform in A,B")
       ->capture_default_str();
   cmd->add_option("--save", o->save_file,
-                  "Write the made workload to FILE.jsonl (several rates: FILE-rR.jsonl)");
+                  "Write the made workload to FILE.jsonl (several rates: FILE-rR.jsonl) and "
+                  "stop, unless --run");
+  cmd->add_flag("--run", o->run_too, "With --save: also run the saved workload");
+  // Each request's sampling fields; their limits (a request's, as the server's) are checked by
+  // run_bench, naming the flag.
+  cmd->add_option("--temperature", o->sampling.temperature,
+                  "Temperature of every request, in [0, 2]; 0 is greedy (default: the "
+                  "configuration's in process; 1 sent to a --target)");
+  cmd->add_option("--top-p", o->sampling.top_p,
+                  "top_p of every request, in (0, 1] (default: the configuration's in process; "
+                  "not sent to a --target)");
+  cmd->add_option("--top-k", o->sampling.top_k,
+                  "top_k of every request, 0 keeps all (default: the configuration's in "
+                  "process; not sent to a --target)");
+  cmd->add_flag("--ignore-eos", o->sampling.ignore_eos,
+                "Every request generates exactly its max_tokens (sent as \"ignore_eos\": true; "
+                "synthetic models always do in process)");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   return [o] { return run_bench(*o); };
 }

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "config/schema.hpp"
+#include "gpu/devices.hpp"
+
 namespace conveyor::app {
 
 void config_flags::add_to(CLI::App& cmd, bool server) {
@@ -15,6 +18,25 @@ void config_flags::add_to(CLI::App& cmd, bool server) {
     cmd.add_option("--host", host, "Sets server.host (default 127.0.0.1)");
     cmd.add_option("--port", port, "Sets server.port (default 8080)");
   }
+}
+
+void config_flags::add_threads_to(CLI::App& cmd) {
+  add_threads_option(cmd, threads,
+                     "Compute threads of each executor, overriding executors[].threads "
+                     "(default: the configuration's, 0: every core)");
+}
+
+CLI::Option* add_threads_option(CLI::App& cmd, int64_t& threads, const std::string& help) {
+  return cmd.add_option("--threads", threads, help)
+      ->check(CLI::Range(int64_t{0}, config::detail::max_threads));
+}
+
+void apply_threads(config::pipeline& cfg, int64_t threads) {
+  if (cfg.auto_executors) {
+    cfg.executors = config::resolve_executors(cfg, gpu::system_devices().devices().size());
+    cfg.auto_executors = false;
+  }
+  for (auto& e : cfg.executors) e.threads = threads;
 }
 
 expected<config::pipeline> config_flags::load() const {
@@ -42,6 +64,7 @@ expected<config::pipeline> config_flags::load() const {
   }
   for (const auto& [key, value] : all)
     if (auto err = config::apply_override(cfg, key, value)) return err;
+  if (threads >= 0) apply_threads(cfg, threads);
   if (auto err = config::validate(cfg)) return err;
   return cfg;
 }

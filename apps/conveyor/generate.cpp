@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/conveyor/commands.hpp"
+#include "apps/conveyor/config_flags.hpp"
 #include "common/install_dirs.hpp"
 #include "common/sampling.hpp"
 #include "model/causal_lm.hpp"
@@ -31,7 +32,7 @@ struct generate_options {
   std::vector<std::string> stop;
   std::string model{default_model_path};
   std::string tokenizer;
-  int32_t threads = 0;
+  int64_t threads = 0;
   std::string dtype = "auto";
   int32_t context = 0;
   bool show_tokens = false;
@@ -56,7 +57,7 @@ int run_generate(const generate_options& o) {
   params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   // The limits of a request's fields (conveyor::sampling_limits), before anything loads.
   if (auto problem = pipeline::check_request(params, 0)) return fail(*problem);
-  if (o.threads > 0) model::set_compute_threads(o.threads);
+  if (o.threads > 0) model::set_compute_threads(int32_t(o.threads));
   const auto model_spec = model::resolve_path(o.model);
   const auto tokenizer_path = model::resolve_path(
       o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
@@ -155,8 +156,7 @@ command_fn add_generate(CLI::App& app) {
   cmd->add_option("--context", o->context,
                   "Tokens of context (default 0: the model's own max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_threads_option(*cmd, o->threads, "Compute threads (default 0: all cores)");
   cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")

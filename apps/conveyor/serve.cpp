@@ -113,6 +113,7 @@ command_fn add_serve(CLI::App& app) {
                                  "(/v1/completions, /v1/chat/completions, /v1/models, /health, "
                                  "/metrics, /tokenize, /detokenize)");
   flags->add_to(*cmd, true);
+  flags->add_threads_to(*cmd);
   return [flags] { return run_serve(*flags); };
 }
 

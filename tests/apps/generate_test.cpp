@@ -1,52 +1,16 @@
 // The real `conveyor generate`, `config` and `serve` programs: exact output, clear errors.
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace {
+#include "tests/apps/conveyor_process.hpp"
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs the conveyor binary with `args` (a shell-quoted string), capturing stdout and stderr.
-run_result conveyor(const std::string& args) {
-  static int counter = 0;
-  const std::string base = std::string{CONVEYOR_BINARY_DIR} + "/apps_test_" +
-                           std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string command = std::string{CONVEYOR_BINARY_DIR} + "/apps/conveyor " + args + " >" +
-                              base + ".out 2>" + base + ".err </dev/null";
-  run_result r;
-  const int status = std::system(command.c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(base + ".out");
-  r.err = read_file(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
-
-std::string source(const std::string& relative) {
-  return std::string{CONVEYOR_SOURCE_DIR} + "/" + relative;
-}
-
-}  // namespace
+using namespace conveyor::app::test;
 
 TEST(generate, prints_exactly_the_expected_greedy_story) {
-  auto r = conveyor(
+  auto r = run_conveyor(
       "generate --prompt 'Once upon a time' --max-tokens 60 --temperature 0 "
       "--show-tokens");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -69,47 +33,47 @@ TEST(generate, prints_exactly_the_expected_greedy_story) {
 
 TEST(generate, an_empty_prompt_prints_what_run_c_prints) {
   // run.c without a prompt starts from BOS and drops the leading space of the first piece.
-  auto r = conveyor("generate --prompt '' --max-tokens 64 --temperature 0");
+  auto r = run_conveyor("generate --prompt '' --max-tokens 64 --temperature 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, read_file(source("models/stories260K/expected/greedy_empty_prompt_n64.txt")));
 }
 
 TEST(generate, seed_makes_sampling_reproducible) {
-  auto a = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
-  auto b = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
-  auto c = conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 43");
+  auto a = run_conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
+  auto b = run_conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 42");
+  auto c = run_conveyor("generate -p 'The cat' -n 30 -t 0.9 --seed 43");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
 }
 
 TEST(generate, stop_string_and_synthetic_model) {
-  auto r = conveyor("generate -p 'Once upon a time' -n 60 -t 0 --stop Lily");
+  auto r = run_conveyor("generate -p 'Once upon a time' -n 60 -t 0 --stop Lily");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "Once upon a time, there was a little girl named \n");
-  auto s = conveyor("generate -p hi -n 7 -t 0 --model synthetic:s15m --show-tokens");
+  auto s = run_conveyor("generate -p hi -n 7 -t 0 --model synthetic:s15m --show-tokens");
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_NE(s.err.find("generated 7 tokens"), std::string::npos) << s.err;
 }
 
 TEST(generate, bad_input_gives_one_clear_line_and_a_failure) {
-  auto missing = conveyor("generate -p hi --model /nonexistent/model.bin");
+  auto missing = run_conveyor("generate -p hi --model /nonexistent/model.bin");
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_EQ(missing.err,
             "conveyor generate: /nonexistent/model.bin: cannot open model file (no such file)\n");
-  auto tok = conveyor("generate -p hi --tokenizer /nonexistent/tok.model");
+  auto tok = run_conveyor("generate -p hi --tokenizer /nonexistent/tok.model");
   EXPECT_NE(tok.exit_code, 0);
   EXPECT_NE(tok.err.find("/nonexistent/tok.model"), std::string::npos) << tok.err;
-  auto flag = conveyor("generate -p hi --max-tokens ten");
+  auto flag = run_conveyor("generate -p hi --max-tokens ten");
   EXPECT_NE(flag.exit_code, 0);
   EXPECT_NE(flag.err.find("--max-tokens"), std::string::npos) << flag.err;
-  auto range = conveyor("generate -p hi --temperature -1");
+  auto range = run_conveyor("generate -p hi --temperature -1");
   EXPECT_NE(range.exit_code, 0);
-  auto too_long = conveyor("generate -p hi --max-tokens 600");
+  auto too_long = run_conveyor("generate -p hi --max-tokens 600");
   EXPECT_NE(too_long.exit_code, 0);
   EXPECT_NE(too_long.err.find("more than the context of 512 tokens"), std::string::npos)
       << too_long.err;
-  auto unknown = conveyor("frobnicate");
+  auto unknown = run_conveyor("frobnicate");
   EXPECT_NE(unknown.exit_code, 0);
   for (const auto* r : {&missing, &tok, &flag, &range, &too_long, &unknown})
     EXPECT_EQ(r->err.find("terminate"), std::string::npos) << r->err;
@@ -117,13 +81,13 @@ TEST(generate, bad_input_gives_one_clear_line_and_a_failure) {
 
 TEST(generate, sampling_flags_obey_the_limits_of_a_request) {
   // The limits of common/sampling.hpp, the same as the HTTP server's and the configuration's.
-  auto hot = conveyor("generate -p hi --temperature 2.5");
+  auto hot = run_conveyor("generate -p hi --temperature 2.5");
   EXPECT_EQ(hot.exit_code, 1);
   EXPECT_EQ(hot.err, "conveyor generate: temperature must be between 0 and 2, got 2.5\n");
-  auto top_p = conveyor("generate -p hi --top-p 0");
+  auto top_p = run_conveyor("generate -p hi --top-p 0");
   EXPECT_EQ(top_p.exit_code, 1);
   EXPECT_EQ(top_p.err, "conveyor generate: top_p must be greater than 0 and at most 1, got 0\n");
-  auto too_long = conveyor("generate -p 'Once upon a time' --max-tokens 508");
+  auto too_long = run_conveyor("generate -p 'Once upon a time' --max-tokens 508");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.err.find("conveyor generate: the prompt has 5 tokens and max_tokens is 508: "
                               "together 513, more than the context of 512 tokens\n"),
@@ -133,14 +97,14 @@ TEST(generate, sampling_flags_obey_the_limits_of_a_request) {
 
 TEST(serve, refuses_a_generation_default_outside_the_request_limits_at_start) {
   // Before, the server started and answered 400 to every request that left temperature out.
-  auto r = conveyor("serve --port 0 --set generation.temperature=2.5");
+  auto r = run_conveyor("serve --port 0 --set generation.temperature=2.5");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "conveyor serve: command line: generation.temperature: must be at most 2, got 2.5\n");
 }
 
 TEST(generate, help_explains_every_flag) {
-  auto r = conveyor("generate --help");
+  auto r = run_conveyor("generate --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag : {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k",
                            "--seed", "--stop", "--model", "--tokenizer"})
@@ -148,21 +112,21 @@ TEST(generate, help_explains_every_flag) {
 }
 
 TEST(config_command, prints_the_effective_configuration_and_names_bad_keys) {
-  auto r = conveyor("config --print --set batcher.policy=seed --port 9001");
+  auto r = run_conveyor("config --print --set batcher.policy=seed --port 9001");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("policy = \"seed\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("port = 9001"), std::string::npos) << r.out;
-  auto bad = conveyor("config --set batcher.max_batch_size=0");
+  auto bad = run_conveyor("config --set batcher.max_batch_size=0");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("batcher.max_batch_size"), std::string::npos) << bad.err;
-  auto file = conveyor("config --config " + source("config/conveyor.toml"));
+  auto file = run_conveyor("config --config " + source("config/conveyor.toml"));
   EXPECT_EQ(file.exit_code, 0) << file.err;
 }
 
 TEST(serve_command, an_executor_on_cuda_0_without_a_gpu_fails_at_start_naming_it) {
   struct stat st {};
   if (::stat("/dev/nvidia0", &st) == 0) GTEST_SKIP() << "this machine has an NVIDIA GPU";
-  auto r = conveyor("serve --port 0 --set executors=cpu,cuda:0");
+  auto r = run_conveyor("serve --port 0 --set executors=cpu,cuda:0");
   EXPECT_EQ(r.exit_code, 1);
   // The CUDA build says no device is visible, the CPU build that it has no CUDA.
   const std::string prefix = "conveyor serve: executors[1]: device cuda:0 is not available: ";

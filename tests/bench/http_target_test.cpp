@@ -1,20 +1,17 @@
 // The --target client: URL parsing, stream interpretation, and a replay against a
 // small canned server on a real socket.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <algorithm>
-#include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/http_target.hpp"
+#include "tests/bench/canned_server.hpp"
 
 using namespace conveyor::bench;
+using conveyor::bench::test::canned_server;
 
 TEST(bench_http, parse_target_url) {
   auto u = parse_target_url("http://127.0.0.1:8080");
@@ -58,99 +55,6 @@ TEST(bench_http, completion_stream_outcomes) {
   EXPECT_EQ(cut.finish(200, "end of stream", 0.2).status, request_status::failed);
   EXPECT_EQ(completion_stream{}.finish(500, "", 0.1).status, request_status::failed);
 }
-
-namespace {
-
-/// Answers each connection with a canned SSE stream (3 tokens, written at once), or 429 for
-/// prompts "full".
-class canned_server {
- public:
-  canned_server() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 64);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-
-  ~canned_server() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-    for (auto& t : sessions_) t.join();
-  }
-
-  uint16_t port() const { return port_; }
-
- private:
-  void serve() {
-    while (!stop_) {
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      sessions_.emplace_back([c] { session(c); });
-    }
-  }
-
-  static void write_all(int c, const std::string& s) {
-    std::size_t done = 0;
-    while (done < s.size()) {
-      auto n = ::write(c, s.data() + done, s.size() - done);
-      if (n <= 0) return;
-      done += std::size_t(n);
-    }
-  }
-
-  static void session(int c) {
-    std::string in;
-    char buf[4096];
-    // Headers, then the body (Content-Length).
-    while (in.find("\r\n\r\n") == std::string::npos) {
-      auto n = ::read(c, buf, sizeof(buf));
-      if (n <= 0) break;
-      in.append(buf, std::size_t(n));
-    }
-    const auto cl = in.find("Content-Length: ");
-    const auto head_end = in.find("\r\n\r\n") + 4;
-    const std::size_t length = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
-    while (in.size() < head_end + length) {
-      auto n = ::read(c, buf, sizeof(buf));
-      if (n <= 0) break;
-      in.append(buf, std::size_t(n));
-    }
-    if (in.find("\"prompt\":\"full\"") != std::string::npos) {
-      const std::string body = R"({"error":{"message":"full","type":"rate_limit_error"}})";
-      write_all(c,
-                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
-                "Content-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body);
-    } else {
-      write_all(c,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
-      for (const char* word : {"Once", " upon", " a"}) {
-        write_all(c, std::string{"data: {\"choices\":[{\"text\":\""} + word +
-                         "\",\"finish_reason\":null}]}\n\n");
-      }
-      write_all(c,
-                "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n");
-    }
-    ::shutdown(c, SHUT_WR);
-    ::close(c);
-  }
-
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::vector<std::thread> sessions_;
-};
-
-}  // namespace
 
 TEST(bench_http, replays_a_workload_in_open_loop) {
   canned_server server;

@@ -1,0 +1,127 @@
+// A small HTTP server on a real socket for the --target client's tests: answers each
+// POST with a canned SSE stream of 3 tokens (written at once), or 429 for prompts "full", and
+// keeps every request body it was sent.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace conveyor::bench::test {
+
+/// Listens on 127.0.0.1 (a free port) from construction to destruction.
+class canned_server {
+ public:
+  canned_server() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(fd_, 64);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+
+  ~canned_server() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+    for (auto& t : sessions_) t.join();
+  }
+
+  canned_server(const canned_server&) = delete;
+  canned_server& operator=(const canned_server&) = delete;
+
+  uint16_t port() const { return port_; }
+
+  /// "http://127.0.0.1:PORT".
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The bodies of the requests received so far, in arrival order; each is stored before its
+  /// response is written.
+  std::vector<std::string> bodies() const {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return bodies_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      sessions_.emplace_back([this, c] { session(c); });
+    }
+  }
+
+  static void write_all(int c, const std::string& s) {
+    std::size_t done = 0;
+    while (done < s.size()) {
+      auto n = ::write(c, s.data() + done, s.size() - done);
+      if (n <= 0) return;
+      done += std::size_t(n);
+    }
+  }
+
+  void session(int c) {
+    std::string in;
+    char buf[4096];
+    // Headers, then the body (Content-Length).
+    while (in.find("\r\n\r\n") == std::string::npos) {
+      auto n = ::read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      in.append(buf, std::size_t(n));
+    }
+    const auto cl = in.find("Content-Length: ");
+    const auto head_end = in.find("\r\n\r\n") + 4;
+    const std::size_t length = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
+    while (in.size() < head_end + length) {
+      auto n = ::read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      in.append(buf, std::size_t(n));
+    }
+    {
+      std::lock_guard<std::mutex> guard{mutex_};
+      bodies_.push_back(in.size() >= head_end ? in.substr(head_end) : std::string{});
+    }
+    if (in.find("\"prompt\":\"full\"") != std::string::npos) {
+      const std::string body = R"({"error":{"message":"full","type":"rate_limit_error"}})";
+      write_all(c,
+                "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+                "Content-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+    } else {
+      write_all(c,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+      for (const char* word : {"Once", " upon", " a"}) {
+        write_all(c, std::string{"data: {\"choices\":[{\"text\":\""} + word +
+                         "\",\"finish_reason\":null}]}\n\n");
+      }
+      write_all(c,
+                "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n");
+    }
+    ::shutdown(c, SHUT_WR);
+    ::close(c);
+  }
+
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<std::thread> sessions_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> bodies_;
+};
+
+}  // namespace conveyor::bench::test
