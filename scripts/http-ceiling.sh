@@ -9,8 +9,9 @@
 #   scripts/http-ceiling.sh                      # 64 clients x 4000 tokens
 #   CLIENTS=64 TOKENS=500 scripts/http-ceiling.sh   # a smoke run of a few seconds
 #
-# Settings (environment): BUILD (build), CLIENTS (64), TOKENS (4000), PORT (18431), THREADS (the
-# server's io_threads, 1), JSON (a file for the bench's JSON results; default: a temporary one).
+# Settings (environment): BUILD (build; another build directory measures other code, e.g. the
+# code before issue 15), CLIENTS (64), TOKENS (4000), PORT (18431), THREADS (the server's
+# io_threads, 1), JSON (a file for the bench's JSON results; default: a temporary one).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD:-$root/build}"
@@ -47,8 +48,14 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 ticks_per_s=$(getconf CLK_TCK)
 server_before=$(cpu_ticks "$server")
 
+# Greedy where the bench can ask for it (its --temperature flag), so that the trivial model's
+# uniform logits cost an argmax per token, not a softmax over the vocabulary.
+sampling=()
+if "$conveyor" bench --help 2>/dev/null | grep -q -- '--temperature'; then
+  sampling=(--temperature 0)
+fi
 # The bench as a child of a small Python wrapper that reports the child's getrusage.
-"$python" - "$conveyor" bench --target "http://127.0.0.1:$port" --rate inf \
+"$python" - "$conveyor" bench --target "http://127.0.0.1:$port" --rate inf "${sampling[@]}" \
   --requests "$clients" --max-tokens "$tokens,$tokens" --prompt-words 4,4 --json "$json" <<'EOF'
 import resource, subprocess, sys, time
 start = time.monotonic()
