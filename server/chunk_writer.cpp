@@ -44,7 +44,7 @@ void append_integer(std::string& out, Int value) {
   out.append(buf, end);
 }
 
-// `"created":N,"id":"...","model":"...","object":"..."}` : what follows "choices" in a chunk.
+// `,"created":N,"id":"...","model":"...","object":"..."}`: what follows "choices" in a chunk.
 void append_meta_tail(std::string& out, const completion_meta& meta) {
   out += ",\"created\":";
   append_integer(out, meta.created);
@@ -52,8 +52,8 @@ void append_meta_tail(std::string& out, const completion_meta& meta) {
   append_json_string(out, meta.id);
   out += ",\"model\":";
   append_json_string(out, meta.model);
-  out += meta.kind == api_kind::chat_completions ? ",\"object\":\"chat.completion.chunk\""
-                                                 : ",\"object\":\"text_completion\"";
+  out += meta.kind == api_kind::chat_completions ? ",\"object\":\"chat.completion.chunk\"}"
+                                                 : ",\"object\":\"text_completion\"}";
 }
 
 void append_finish_reason(std::string& out, std::optional<std::string_view> finish_reason) {
@@ -134,10 +134,21 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
+std::string render_chunk_tail(const completion_meta& meta) {
+  std::string tail;
+  append_meta_tail(tail, meta);
+  return tail;
+}
+
 void append_plain_chunk(std::string& out, const completion_meta& meta, std::size_t index,
                         std::string_view text, std::optional<std::string_view> finish_reason) {
+  append_plain_chunk(out, meta.kind, render_chunk_tail(meta), index, text, finish_reason);
+}
+
+void append_plain_chunk(std::string& out, api_kind kind, std::string_view tail, std::size_t index,
+                        std::string_view text, std::optional<std::string_view> finish_reason) {
   out += "{\"choices\":[{";
-  if (meta.kind == api_kind::chat_completions) {
+  if (kind == api_kind::chat_completions) {
     if (text.empty() && finish_reason) {
       out += "\"delta\":{},";
     } else {
@@ -157,8 +168,7 @@ void append_plain_chunk(std::string& out, const completion_meta& meta, std::size
     append_json_string(out, text);
     out += "}]";
   }
-  append_meta_tail(out, meta);
-  out += '}';
+  out += tail;
 }
 
 void append_role_chunk(std::string& out, const completion_meta& meta, std::size_t index) {
@@ -167,12 +177,12 @@ void append_role_chunk(std::string& out, const completion_meta& meta, std::size_
   append_integer(out, index);
   out += ",\"logprobs\":null}]";
   append_meta_tail(out, meta);
-  out += '}';
 }
 
 void append_usage_chunk(std::string& out, const completion_meta& meta, completion_usage usage) {
   out += "{\"choices\":[]";
   append_meta_tail(out, meta);
+  out.pop_back();  // the tail's closing brace: the usage follows
   out += ",\"usage\":{\"completion_tokens\":";
   append_integer(out, usage.completion_tokens);
   out += ",\"prompt_tokens\":";

@@ -15,6 +15,7 @@
 namespace conveyor::server {
 
 struct completion_meta;
+enum class api_kind;
 
 namespace detail {
 
@@ -23,8 +24,16 @@ namespace detail {
 /// UTF-8 sequence becomes U+FFFD exactly where nlohmann::json's `replace` handler puts it.
 void append_json_string(std::string& out, std::string_view text);
 
+/// What ends every stream chunk of a response: `,"created":N,"id":"...","model":"...",
+/// "object":"..."}` (`meta`'s fields, the same for each of its chunks, so rendered once).
+std::string render_chunk_tail(const completion_meta& meta);
+
 /// Appends a stream chunk of choice `index` without log-probabilities (see `render_chunk`).
 void append_plain_chunk(std::string& out, const completion_meta& meta, std::size_t index,
+                        std::string_view text, std::optional<std::string_view> finish_reason);
+
+/// As above with `meta`'s kind and its tail from `render_chunk_tail`.
+void append_plain_chunk(std::string& out, api_kind kind, std::string_view tail, std::size_t index,
                         std::string_view text, std::optional<std::string_view> finish_reason);
 
 /// Appends a chat stream's first chunk of choice `index` (see `render_role_chunk`).

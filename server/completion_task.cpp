@@ -15,6 +15,7 @@ completion_task::completion_task(uint64_t serial, completion_meta meta, bool str
                                  std::size_t choices_per_prompt)
     : serial_(serial),
       meta_(std::move(meta)),
+      chunk_tail_(stream ? detail::render_chunk_tail(meta_) : std::string{}),
       stream_(stream),
       include_usage_(include_usage),
       choices_(choices),
@@ -146,7 +147,10 @@ task_output completion_task::on_text(std::size_t index, std::string_view text, s
   if (text.empty()) return out;
   add_role(index, out, sse);
   open_event(sse, out);
-  append_chunk(sse, meta_, index, text, std::nullopt, pending(index));
+  if (const auto* logprobs = pending(index); logprobs && !logprobs->tokens.empty())
+    append_chunk(sse, meta_, index, text, std::nullopt, logprobs);
+  else
+    detail::append_plain_chunk(sse, meta_.kind, chunk_tail_, index, text, std::nullopt);
   close_event(sse);
   if (choices_[index].logprobs) choices_[index].part = {};
   return out;

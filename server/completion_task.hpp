@@ -125,6 +125,8 @@ class completion_task {
 
   uint64_t serial_;
   completion_meta meta_;
+  // The end of every stream chunk of this response (meta_'s fields), rendered once.
+  std::string chunk_tail_;
   bool stream_;
   bool include_usage_;
   std::vector<choice_state> choices_;

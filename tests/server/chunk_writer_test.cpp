@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/completion_task.hpp"
 #include "server/openai.hpp"
 
 namespace conveyor::server {
@@ -151,6 +152,23 @@ TEST(server_chunk_writer, role_and_usage_chunks_are_byte_for_byte_the_json_objec
     usage["choices"] = json::array();
     usage["usage"] = json{{"prompt_tokens", 7}, {"completion_tokens", 123}, {"total_tokens", 130}};
     expect_same(render_usage_chunk(meta, {7, 123}), nl_dump(usage), "usage");
+  }
+}
+
+TEST(server_chunk_writer, a_tasks_stream_events_are_byte_for_byte_the_json_objects) {
+  // A task renders its chunks with the tail of its meta rendered once: the same bytes.
+  for (const auto& meta : metas()) {
+    detail::completion_task task{1, meta, true, false, 1};
+    for (const auto& text : tricky_texts()) {
+      if (text.empty()) continue;  // empty text sends nothing
+      auto out = task.on_text(0, text);
+      ASSERT_FALSE(out.events.empty());
+      expect_same(out.events.back(), reference_chunk(meta, 0, text, std::nullopt), text);
+    }
+    auto end = task.on_finish(0, "length", {3, 4});
+    ASSERT_EQ(end.events.size(), 2u);
+    expect_same(end.events[0], reference_chunk(meta, 0, "", std::string{"length"}), "finish");
+    EXPECT_EQ(end.events[1], "[DONE]");
   }
 }
 
