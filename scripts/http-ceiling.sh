@@ -10,7 +10,8 @@
 #   CLIENTS=64 TOKENS=500 scripts/http-ceiling.sh   # a smoke run of a few seconds
 #
 # Settings (environment): BUILD (build; another build directory measures other code, e.g. the
-# code before issue 15), CLIENTS (64), TOKENS (4000), PORT (18431), THREADS (the server's
+# code before issue 15), SERVER (the binary that serves; default: the build's conveyor, which is
+# always the client), CLIENTS (64), TOKENS (4000), PORT (18431), THREADS (the server's
 # io_threads, 1), JSON (a file for the bench's JSON results; default: a temporary one).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,6 +21,8 @@ tokens="${TOKENS:-4000}"
 port="${PORT:-18431}"
 io_threads="${THREADS:-1}"
 conveyor="$build/apps/conveyor"
+# The server may be another binary (e.g. the code before issue 15), measured by the same client.
+server_bin="${SERVER:-$conveyor}"
 python="$root/tools/venv/bin/python"
 [[ -x "$python" ]] || python=python3
 [[ -x "$conveyor" ]] || { echo "http-ceiling: $conveyor is not built" >&2; exit 1; }
@@ -28,7 +31,7 @@ log="$(mktemp --suffix=.log)"
 # The context holds the prompt (a few words) and every generated token.
 context=$((tokens + 64))
 
-"$conveyor" serve --model trivial --port "$port" --log-level warn --set executors=cpu \
+"$server_bin" serve --model trivial --port "$port" --log-level warn --set executors=cpu \
   --set "executors[0].slots=$clients" --set "executors[0].context=$context" \
   --set "server.io_threads=$io_threads" --set "generation.max_tokens=$tokens" >"$log" 2>&1 &
 server=$!
