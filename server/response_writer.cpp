@@ -21,6 +21,9 @@ using error_code = boost::system::error_code;
 
 namespace {
 
+// Bytes of stream buffer a connection keeps between writes.
+constexpr std::size_t kept_capacity = 64 * 1024;
+
 // The Date header's value (RFC 7231 IMF-fixdate).
 std::string http_date() {
   std::time_t now = std::time(nullptr);
@@ -100,7 +103,11 @@ bool response_writer::flush(written_handler on_written) {
   auto done = [this, on_written = std::move(on_written)](error_code ec, std::size_t) {
     writing_ = false;
     in_flight_ = message{};
-    writing_bytes_.clear();
+    // Keep the capacity of a steady stream, not that of a burst a slow reader let pile up.
+    if (writing_bytes_.capacity() > kept_capacity)
+      std::string{}.swap(writing_bytes_);
+    else
+      writing_bytes_.clear();
     buffers_.clear();
     on_written(ec);
   };
