@@ -11,14 +11,14 @@
 #
 # Settings (environment): BUILD (build; another build directory measures other code, e.g. the
 # code before issue 15), SERVER (the binary that serves; default: the build's conveyor, which is
-# always the client), CLIENTS (64), TOKENS (4000), PORT (18431), THREADS (the server's
+# always the client), CLIENTS (64), TOKENS (4000), PORT (a free one), THREADS (the server's
 # io_threads, 1), JSON (a file for the bench's JSON results; default: a temporary one).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD:-$root/build}"
 clients="${CLIENTS:-64}"
 tokens="${TOKENS:-4000}"
-port="${PORT:-18431}"
+port="${PORT:-}"
 io_threads="${THREADS:-1}"
 conveyor="$build/apps/conveyor"
 # The server may be another binary (e.g. the code before issue 15), measured by the same client.
@@ -26,6 +26,10 @@ server_bin="${SERVER:-$conveyor}"
 python="$root/tools/venv/bin/python"
 [[ -x "$python" ]] || python=python3
 [[ -x "$conveyor" ]] || { echo "http-ceiling: $conveyor is not built" >&2; exit 1; }
+if [[ -z "$port" ]]; then
+  # A port that is free now (the kernel's choice).
+  port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fi
 json="${JSON:-$(mktemp --suffix=.json)}"
 log="$(mktemp --suffix=.log)"
 # The context holds the prompt (a few words) and every generated token.
