@@ -113,6 +113,28 @@ struct token_logprob {
   std::vector<top_logprob> top;
 };
 
+/// What one message of the pipeline (one step's output for one request, or its end) brings at
+/// once, in the order the single callbacks would report it: the prompt's log-probabilities, the
+/// tokens' log-probabilities, the text, then the end (finish or error).
+struct completion_step {
+  /// As `on_logprobs(..., true)`, when not empty.
+  std::vector<token_logprob> prompt_logprobs;
+  /// As `on_logprobs(..., false)`, when not empty.
+  std::vector<token_logprob> logprobs;
+  /// As `on_text`, when not empty.
+  std::string text;
+  /// How the step ends the request, if it does.
+  enum class end_kind : uint8_t { none, finished, failed } end = end_kind::none;
+  /// For `finished`: as `on_finish`.
+  std::string finish_reason;
+  /// For `finished`: as `on_finish`.
+  completion_usage usage;
+  /// For `failed`: as `on_error`.
+  conveyor::ec code{};
+  /// For `failed`: as `on_error`.
+  std::string message;
+};
+
 /// The callbacks of one request. The backend calls them from any thread, one at a time and in
 /// order, and calls exactly one of `on_finish` or `on_error` exactly once, last; it may do so
 /// from inside `submit` (e.g. a full queue). The callbacks never block and never call back into
@@ -131,6 +153,12 @@ struct completion_events {
   /// before any other event. Otherwise: the tokens of the next `on_text` (or of `on_finish`),
   /// called before it; a last one for an end token that adds no text.
   std::function<void(std::vector<token_logprob> entries, bool prompt)> on_logprobs;
+  // -- one step at once (issue 15) --
+  /// Optional: everything of one step in one call, which the server handles as one event (one
+  /// post onto the connection's strand, the step's stream events written together). A backend
+  /// that has a step's output at once calls it when set instead of the single callbacks above;
+  /// the same rules hold (in order, one end exactly once, last).
+  std::function<void(completion_step step)> on_step;
 };
 
 /// The server's grip on one submitted request.

@@ -1,6 +1,8 @@
 // One completion request being answered: fan-out of prompt arrays, choices, stream events.
 #include "server/completion_task.hpp"
 
+#include "server/chunk_writer.hpp"
+
 #include <algorithm>
 #include <exception>
 #include <iterator>
@@ -13,6 +15,7 @@ completion_task::completion_task(uint64_t serial, completion_meta meta, bool str
                                  std::size_t choices_per_prompt)
     : serial_(serial),
       meta_(std::move(meta)),
+      chunk_tail_(stream ? detail::render_chunk_tail(meta_) : std::string{}),
       stream_(stream),
       include_usage_(include_usage),
       choices_(choices),
@@ -51,21 +54,54 @@ bool completion_task::accepts(std::size_t index) const {
   return index < choices_.size() && !choices_[index].done;
 }
 
-void completion_task::add_role(std::size_t index, task_output& out) {
+namespace {
+
+// Opens a server-sent event in `sse`; `close_event` ends it.
+void open_event(std::string& sse, task_output& out) {
+  sse += "data: ";
+  ++out.event_count;
+}
+
+void close_event(std::string& sse) {
+  sse += "\n\n";
+}
+
+// Splits what `sse` holds back into payloads (the overloads for tests).
+task_output with_payloads(task_output out, const std::string& sse) {
+  std::size_t pos = 0;
+  while (pos < sse.size()) {
+    auto end = sse.find("\n\n", pos);
+    if (end == std::string::npos) end = sse.size();
+    // Each event is "data: " + payload; payloads (JSON) never hold a raw newline.
+    out.events.push_back(sse.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+void completion_task::add_role(std::size_t index, task_output& out, std::string& sse) {
   auto& choice = choices_[index];
   if (meta_.kind != api_kind::chat_completions || choice.role_sent) return;
   choice.role_sent = true;
-  out.events.push_back(render_role_chunk(meta_, index));
+  open_event(sse, out);
+  detail::append_role_chunk(sse, meta_, index);
+  close_event(sse);
 }
 
-void completion_task::add_echo(std::size_t index, task_output& out, const logprobs_part* prompt) {
+void completion_task::add_echo(std::size_t index, task_output& out, std::string& sse,
+                               const logprobs_part* prompt) {
   auto& choice = choices_[index];
   if (!choice.echo) return;
   choice.echo = false;
-  if (stream_)
-    out.events.push_back(render_chunk(meta_, index, choice.echo_text, std::nullopt, prompt));
-  else
+  if (stream_) {
+    open_event(sse, out);
+    append_chunk(sse, meta_, index, choice.echo_text, std::nullopt, prompt);
+    close_event(sse);
+  } else {
     choice.text.insert(0, choice.echo_text);
+  }
 }
 
 const logprobs_part* completion_task::pending(std::size_t index) const {
@@ -73,7 +109,7 @@ const logprobs_part* completion_task::pending(std::size_t index) const {
 }
 
 task_output completion_task::on_logprobs(std::size_t index, std::vector<token_logprob> entries,
-                                         bool prompt) {
+                                         bool prompt, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   auto& choice = choices_[index];
@@ -88,10 +124,10 @@ task_output completion_task::on_logprobs(std::size_t index, std::vector<token_lo
   }
   if (!prompt) choice.offset = offset;
   if (prompt && stream_) {
-    add_echo(index, out, &part);
+    add_echo(index, out, sse, &part);
     return out;
   }
-  add_echo(index, out);
+  add_echo(index, out, sse);
   auto& into = choice.part;
   into.tokens.insert(into.tokens.end(), std::make_move_iterator(part.tokens.begin()),
                      std::make_move_iterator(part.tokens.end()));
@@ -100,23 +136,28 @@ task_output completion_task::on_logprobs(std::size_t index, std::vector<token_lo
   return out;
 }
 
-task_output completion_task::on_text(std::size_t index, std::string text) {
+task_output completion_task::on_text(std::size_t index, std::string_view text, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
-  add_echo(index, out);
+  add_echo(index, out, sse);
   if (!stream_) {
     choices_[index].text += text;
     return out;
   }
   if (text.empty()) return out;
-  add_role(index, out);
-  out.events.push_back(render_chunk(meta_, index, text, std::nullopt, pending(index)));
-  choices_[index].part = {};
+  add_role(index, out, sse);
+  open_event(sse, out);
+  if (const auto* logprobs = pending(index); logprobs && !logprobs->tokens.empty())
+    append_chunk(sse, meta_, index, text, std::nullopt, logprobs);
+  else
+    detail::append_plain_chunk(sse, meta_.kind, chunk_tail_, index, text, std::nullopt);
+  close_event(sse);
+  if (choices_[index].logprobs) choices_[index].part = {};
   return out;
 }
 
 task_output completion_task::on_finish(std::size_t index, std::string finish_reason,
-                                       completion_usage usage) {
+                                       completion_usage usage, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   auto& choice = choices_[index];
@@ -127,17 +168,25 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   // The prompt's tokens count once, with its first choice.
   if (index % choices_per_prompt_ != 0) choice.usage.prompt_tokens = 0;
   remaining_ -= 1;
-  add_echo(index, out);
+  add_echo(index, out, sse);
   if (stream_) {
-    add_role(index, out);
-    out.events.push_back(render_chunk(meta_, index, "", choice.finish_reason, pending(index)));
+    add_role(index, out, sse);
+    open_event(sse, out);
+    append_chunk(sse, meta_, index, "", std::string_view{choice.finish_reason}, pending(index));
+    close_event(sse);
     choice.part = {};
   }
   if (remaining_ > 0) return out;
   out.finished = true;
   if (stream_) {
-    if (include_usage_) out.events.push_back(render_usage_chunk(meta_, total_usage()));
-    out.events.emplace_back("[DONE]");
+    if (include_usage_) {
+      open_event(sse, out);
+      detail::append_usage_chunk(sse, meta_, total_usage());
+      close_event(sse);
+    }
+    open_event(sse, out);
+    sse += "[DONE]";
+    close_event(sse);
     return out;
   }
   std::vector<choice_result> results;
@@ -148,6 +197,23 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   }
   out.body = render_completion(meta_, results);
   return out;
+}
+
+task_output completion_task::on_text(std::size_t index, std::string_view text) {
+  std::string sse;
+  return with_payloads(on_text(index, text, sse), sse);
+}
+
+task_output completion_task::on_logprobs(std::size_t index, std::vector<token_logprob> entries,
+                                         bool prompt) {
+  std::string sse;
+  return with_payloads(on_logprobs(index, std::move(entries), prompt, sse), sse);
+}
+
+task_output completion_task::on_finish(std::size_t index, std::string finish_reason,
+                                       completion_usage usage) {
+  std::string sse;
+  return with_payloads(on_finish(index, std::move(finish_reason), usage, sse), sse);
 }
 
 void completion_task::on_error(std::size_t index) {

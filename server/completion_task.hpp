@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/backend.hpp"
@@ -18,8 +19,11 @@ namespace conveyor::server::detail {
 
 /// What the client gets after one backend event.
 struct task_output {
-  /// Server-sent event payloads to send, in order: JSON objects, and "[DONE]" last.
+  /// Server-sent event payloads, in order: JSON objects, and "[DONE]" last. Only the overloads
+  /// without an `sse` buffer fill it (tests); the others write the events into that buffer.
   std::vector<std::string> events;
+  /// Events written into the `sse` buffer.
+  std::size_t event_count = 0;
   /// The task is over: a stream ends after `events`, a plain answer is `body`.
   bool finished = false;
   /// The whole JSON answer of a plain (not streamed) completion, once finished.
@@ -58,16 +62,26 @@ class completion_task {
   bool accepts(std::size_t index) const;
 
   /// New text of choice `index`: a chunk when streaming (after a chat choice's role chunk),
-  /// else kept for the whole answer.
-  task_output on_text(std::size_t index, std::string text);
+  /// else kept for the whole answer. Stream events are appended to `sse` as they go on the
+  /// wire ("data: <payload>\n\n" each), rendered there directly.
+  task_output on_text(std::size_t index, std::string_view text, std::string& sse);
 
   /// Log-probabilities of choice `index` (issue 14): the prompt's (`prompt`; with echo, a stream
   /// sends the echoed prompt with them at once) or those of the tokens of the next text, which a
-  /// stream sends with it.
-  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt);
+  /// stream sends with it. Events go to `sse` as with `on_text`.
+  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt,
+                          std::string& sse);
 
   /// Choice `index` finished: its last chunk when streaming; once every choice finished, the
-  /// usage chunk (when asked for) and "[DONE]", or the whole answer.
+  /// usage chunk (when asked for) and "[DONE]", or the whole answer. Events go to `sse`.
+  task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage,
+                        std::string& sse);
+
+  /// As above, with the events returned as payloads in `task_output::events`.
+  task_output on_text(std::size_t index, std::string_view text);
+  /// As above, with the events returned as payloads in `task_output::events`.
+  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt);
+  /// As above, with the events returned as payloads in `task_output::events`.
   task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage);
 
   /// Choice `index` ended with an error (the connection then fails the task).
@@ -100,16 +114,19 @@ class completion_task {
   };
 
   // A chat stream opens each choice with a chunk carrying the assistant role.
-  void add_role(std::size_t index, task_output& out);
+  void add_role(std::size_t index, task_output& out, std::string& sse);
   // An echoing choice opens with its prompt (a stream chunk, with the prompt's log-probabilities
   // when given; the start of a plain answer's text).
-  void add_echo(std::size_t index, task_output& out, const logprobs_part* prompt = nullptr);
+  void add_echo(std::size_t index, task_output& out, std::string& sse,
+                const logprobs_part* prompt = nullptr);
   // The log-probabilities a stream chunk carries now (null when none are wanted).
   const logprobs_part* pending(std::size_t index) const;
   completion_usage total_usage() const;
 
   uint64_t serial_;
   completion_meta meta_;
+  // The end of every stream chunk of this response (meta_'s fields), rendered once.
+  std::string chunk_tail_;
   bool stream_;
   bool include_usage_;
   std::vector<choice_state> choices_;

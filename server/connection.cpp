@@ -108,20 +108,52 @@ class http_connection final : public connection,
 
   // -- backend events (on the strand) ------------------------------------------------------------
 
+  // Stream events are rendered straight into the writer's stream buffer; one backend event
+  // (a whole step with on_step) is written with one flush.
+
   void on_text(uint64_t serial, std::size_t index, std::string text) {
-    if (auto* task = live_task(serial, index)) deliver(task->on_text(index, std::move(text)));
+    if (auto* task = live_task(serial, index))
+      deliver(task->on_text(index, text, writer_.stream_buffer()));
   }
 
   void on_logprobs(uint64_t serial, std::size_t index, std::vector<token_logprob> entries,
                    bool prompt) {
     if (auto* task = live_task(serial, index))
-      deliver(task->on_logprobs(index, std::move(entries), prompt));
+      deliver(task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
   }
 
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
     if (auto* task = live_task(serial, index))
-      deliver(task->on_finish(index, std::move(finish_reason), usage));
+      deliver(task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
+  }
+
+  // One step of one choice: its events in the order of the single callbacks, written together.
+  void on_step(uint64_t serial, std::size_t index, completion_step step) {
+    auto* task = live_task(serial, index);
+    if (!task) return;
+    auto& sse = writer_.stream_buffer();
+    std::size_t events = 0;
+    if (!step.prompt_logprobs.empty())
+      events += task->on_logprobs(index, std::move(step.prompt_logprobs), true, sse).event_count;
+    if (!step.logprobs.empty())
+      events += task->on_logprobs(index, std::move(step.logprobs), false, sse).event_count;
+    if (!step.text.empty()) events += task->on_text(index, step.text, sse).event_count;
+    task_output last;
+    switch (step.end) {
+      case completion_step::end_kind::none:
+        break;
+      case completion_step::end_kind::finished:
+        last = task->on_finish(index, std::move(step.finish_reason), step.usage, sse);
+        break;
+      case completion_step::end_kind::failed:
+        if (!queue_events(events)) return;
+        task->on_error(index);
+        fail_task(step.code, step.message);
+        return;
+    }
+    last.event_count += events;
+    deliver(std::move(last));
   }
 
   void on_error(uint64_t serial, std::size_t index, ec code, std::string message) {
@@ -397,6 +429,11 @@ class http_connection final : public connection,
         c.on_logprobs(serial, index, std::move(entries), prompt);
       });
     };
+    events.on_step = [post = poster(), serial, index](completion_step step) {
+      post([serial, index, step = std::move(step)](http_connection& c) mutable {
+        c.on_step(serial, index, std::move(step));
+      });
+    };
     return events;
   }
 
@@ -406,14 +443,15 @@ class http_connection final : public connection,
     return task_->accepts(index) ? task_.get() : nullptr;
   }
 
-  // Writes what the task answered to an event; ends the task when it finished. Sending may
-  // close the connection (a slow client), which drops the task: checked after each event.
+  // Writes what the task answered to an event (its stream events are already in the writer's
+  // buffer); ends the task when it finished. Queueing may close the connection (a slow client),
+  // which drops the task.
   void deliver(task_output out) {
-    for (const auto& event : out.events) {
-      send_event(event);
-      if (!task_) return;
+    if (!queue_events(out.event_count)) return;
+    if (!out.finished) {
+      flush();
+      return;
     }
-    if (!out.finished) return;
     if (task_->stream()) {
       end_task();
       end_stream();
@@ -431,8 +469,11 @@ class http_connection final : public connection,
     if (code != ec::cancelled)
       spdlog::debug("{} {}: {} ({})", method_, target_, message, to_string(code));
     if (stream_started_) {
-      send_event(render_error(message, info.type, "", to_string(code)));
-      if (!task_) return;
+      auto& sse = writer_.stream_buffer();
+      sse += "data: ";
+      sse += render_error(message, info.type, "", to_string(code));
+      sse += "\n\n";
+      if (!queue_events(1)) return;
       end_task();
       end_stream();
       return;
@@ -490,18 +531,20 @@ class http_connection final : public connection,
     st_.counters.count_response(200);
   }
 
-  void send_event(const std::string& payload) {
+  // After `events` stream events were written into the writer's stream buffer: starts the
+  // stream (its head goes out before them) and cuts off a client that lets too much pile up.
+  // Returns false when the connection closed. The caller flushes.
+  bool queue_events(std::size_t events) {
+    if (events == 0) return true;
     start_stream();
-    writer_.queue_stream_data("data: " + payload + "\n\n");
-    // Cut a client off that lets too much pile up.
     if (writer_.queued_stream_bytes() > st_.options.max_stream_buffer_bytes) {
       spdlog::warn("{} {}: the client reads too slowly ({} bytes unsent), closing it", method_,
                    target_, writer_.queued_stream_bytes());
       st_.counters.count_slow_client();
       hard_close();
-      return;
+      return false;
     }
-    flush();
+    return true;
   }
 
   void end_stream() {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/chunk_writer.hpp"
 #include "server/field_policy.hpp"
 #include "server/request_fields.hpp"
 
@@ -271,36 +272,48 @@ std::size_t code_points(std::string_view text) {
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
                          std::optional<std::string_view> finish_reason,
                          const logprobs_part* logprobs) {
+  std::string out;
+  append_chunk(out, meta, index, text, finish_reason, logprobs);
+  return out;
+}
+
+void append_chunk(std::string& out, const completion_meta& meta, std::size_t index,
+                  std::string_view text, std::optional<std::string_view> finish_reason,
+                  const logprobs_part* logprobs) {
+  if (!logprobs || logprobs->tokens.empty()) {
+    detail::append_plain_chunk(out, meta, index, text, finish_reason);
+    return;
+  }
+  // With log-probabilities (rare, and their numbers formatted as nlohmann::json formats them):
+  // the JSON object.
   json obj = meta_object(meta, true);
   json choice;
   if (is_chat(meta))
     choice = json{{"index", index},
                   {"delta", text.empty() && finish_reason ? json::object()
                                                           : json{{"content", text}}},
-                  {"logprobs", nullptr},
+                  {"logprobs", logprobs_object(meta, logprobs)},
                   {"finish_reason", nullptr}};
   else
-    choice = json{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    choice = json{{"text", text},
+                  {"index", index},
+                  {"logprobs", logprobs_object(meta, logprobs)},
+                  {"finish_reason", nullptr}};
   if (finish_reason) choice["finish_reason"] = *finish_reason;
-  if (logprobs && !logprobs->tokens.empty()) choice["logprobs"] = logprobs_object(meta, logprobs);
   obj["choices"] = json::array({std::move(choice)});
-  return dump(obj);
+  out += dump(obj);
 }
 
 std::string render_role_chunk(const completion_meta& meta, std::size_t index) {
-  json obj = meta_object(meta, true);
-  obj["choices"] = json::array({json{{"index", index},
-                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", nullptr}}});
-  return dump(obj);
+  std::string out;
+  detail::append_role_chunk(out, meta, index);
+  return out;
 }
 
 std::string render_usage_chunk(const completion_meta& meta, completion_usage usage) {
-  json obj = meta_object(meta, true);
-  obj["choices"] = json::array();
-  obj["usage"] = usage_object(usage);
-  return dump(obj);
+  std::string out;
+  detail::append_usage_chunk(out, meta, usage);
+  return out;
 }
 
 std::string render_error(std::string_view message, std::string_view type, std::string_view param,

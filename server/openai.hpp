@@ -125,6 +125,12 @@ std::string render_chunk(const completion_meta& meta, std::size_t index, std::st
                          std::optional<std::string_view> finish_reason,
                          const logprobs_part* logprobs = nullptr);
 
+/// Appends what `render_chunk` returns to `out`, without temporaries: a chunk without
+/// log-probabilities is written directly (server/chunk_writer.hpp).
+void append_chunk(std::string& out, const completion_meta& meta, std::size_t index,
+                  std::string_view text, std::optional<std::string_view> finish_reason,
+                  const logprobs_part* logprobs = nullptr);
+
 /// Code points of UTF-8 `text` (what `text_offset` counts).
 std::size_t code_points(std::string_view text);
 

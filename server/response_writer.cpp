@@ -2,6 +2,7 @@
 // as Beast chunks.
 #include "server/response_writer.hpp"
 
+#include <cstdio>
 #include <ctime>
 
 #include <boost/asio/buffer.hpp>
@@ -19,6 +20,9 @@ namespace net = boost::asio;
 using error_code = boost::system::error_code;
 
 namespace {
+
+// Bytes of stream buffer a connection keeps between writes.
+constexpr std::size_t kept_capacity = 64 * 1024;
 
 // The Date header's value (RFC 7231 IMF-fixdate).
 std::string http_date() {
@@ -66,117 +70,84 @@ string_response make_response(unsigned status, std::string_view content_type, st
 }
 
 void response_writer::queue_continue() {
-  item it;
-  it.what = item::kind::head;
-  it.head = std::make_unique<http::response<http::empty_body>>(http::status::continue_, 11);
-  it.head_serializer = std::make_unique<http::response_serializer<http::empty_body>>(*it.head);
-  queue_.push_back(std::move(it));
+  message m;
+  m.head = std::make_unique<http::response<http::empty_body>>(http::status::continue_, 11);
+  m.head_serializer = std::make_unique<http::response_serializer<http::empty_body>>(*m.head);
+  queue_.push_back(std::move(m));
 }
 
 void response_writer::queue_response(string_response response) {
-  item it;
-  it.what = item::kind::response;
-  it.response = std::make_unique<string_response>(std::move(response));
-  queue_.push_back(std::move(it));
+  message m;
+  m.response = std::make_unique<string_response>(std::move(response));
+  queue_.push_back(std::move(m));
 }
 
 void response_writer::queue_stream_head(const framing& how) {
-  item it;
-  it.what = item::kind::head;
-  it.head = std::make_unique<http::response<http::empty_body>>();
-  set_common_fields(*it.head, 200, how, {});
-  it.head->set(http::field::content_type, "text/event-stream");
-  it.head->set(http::field::cache_control, "no-cache");
-  it.head->set("X-Accel-Buffering", "no");
+  message m;
+  m.head = std::make_unique<http::response<http::empty_body>>();
+  set_common_fields(*m.head, 200, how, {});
+  m.head->set(http::field::content_type, "text/event-stream");
+  m.head->set(http::field::cache_control, "no-cache");
+  m.head->set("X-Accel-Buffering", "no");
   chunked_ = !how.http10;
   // Transfer-Encoding: chunked; a close-delimited body has neither it nor Content-Length.
-  if (chunked_) it.head->chunked(true);
-  it.head_serializer = std::make_unique<http::response_serializer<http::empty_body>>(*it.head);
-  queue_.push_back(std::move(it));
-}
-
-void response_writer::queue_stream_data(std::string bytes) {
-  if (bytes.empty()) return;  // an empty chunk would end a chunked body
-  queued_stream_bytes_ += bytes.size();
-  item it;
-  it.what = item::kind::data;
-  it.bytes = std::move(bytes);
-  it.chunked = chunked_;
-  queue_.push_back(std::move(it));
-}
-
-void response_writer::queue_stream_end() {
-  item it;
-  it.what = item::kind::end;
-  it.chunked = chunked_;
-  queue_.push_back(std::move(it));
+  if (chunked_) m.head->chunked(true);
+  m.head_serializer = std::make_unique<http::response_serializer<http::empty_body>>(*m.head);
+  queue_.push_back(std::move(m));
 }
 
 bool response_writer::flush(written_handler on_written) {
-  if (writing_ || queue_.empty()) return false;
+  if (writing_ || idle()) return false;
   writing_ = true;
-  in_flight_.clear();
+  ++writes_started_;
   auto done = [this, on_written = std::move(on_written)](error_code ec, std::size_t) {
     writing_ = false;
-    in_flight_.clear();
-    chunks_.clear();
+    in_flight_ = message{};
+    // Keep the capacity of a steady stream, not that of a burst a slow reader let pile up.
+    if (writing_bytes_.capacity() > kept_capacity)
+      std::string{}.swap(writing_bytes_);
+    else
+      writing_bytes_.clear();
     buffers_.clear();
     on_written(ec);
   };
-  auto& front = queue_.front();
-  switch (front.what) {
-    case item::kind::response:
-      in_flight_.push_back(std::move(front));
-      queue_.pop_front();
-      http::async_write(socket_, *in_flight_.back().response, std::move(done));
-      break;
-    case item::kind::head:
-      in_flight_.push_back(std::move(front));
-      queue_.pop_front();
-      http::async_write_header(socket_, *in_flight_.back().head_serializer, std::move(done));
-      break;
-    case item::kind::data:
-    case item::kind::end:
-      write_stream_pieces(std::move(done));
-      break;
+  if (queue_.empty()) {
+    write_stream(std::move(done));
+    return true;
   }
+  in_flight_ = std::move(queue_.front());
+  queue_.pop_front();
+  if (in_flight_.response)
+    http::async_write(socket_, *in_flight_.response, std::move(done));
+  else
+    http::async_write_header(socket_, *in_flight_.head_serializer, std::move(done));
   return true;
 }
 
-void response_writer::write_stream_pieces(
-    std::function<void(boost::system::error_code, std::size_t)> done) {
-  // Take every stream piece up to the next message; strings are moved before any buffer points
-  // into them.
-  while (!queue_.empty() &&
-         (queue_.front().what == item::kind::data || queue_.front().what == item::kind::end)) {
-    in_flight_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
-  }
-  chunks_.reserve(in_flight_.size());
-  static const auto last_chunk = http::make_chunk_last();
-  for (const auto& it : in_flight_) {
-    if (it.what == item::kind::data) {
-      queued_stream_bytes_ -= it.bytes.size();
-      if (!it.chunked) {
-        buffers_.push_back(net::buffer(it.bytes));
-        continue;
-      }
-      chunks_.push_back(http::make_chunk(net::const_buffer(net::buffer(it.bytes))));
-      for (auto b = net::buffer_sequence_begin(chunks_.back());
-           b != net::buffer_sequence_end(chunks_.back()); ++b)
-        buffers_.push_back(*b);
-    } else if (it.chunked) {
-      for (auto b = net::buffer_sequence_begin(last_chunk); b != net::buffer_sequence_end(last_chunk);
-           ++b)
-        buffers_.push_back(*b);
+void response_writer::write_stream(std::function<void(boost::system::error_code, std::size_t)> done) {
+  writing_bytes_.swap(stream_);
+  const bool end = end_queued_;
+  end_queued_ = false;
+  if (!chunked_) {
+    // Close-delimited (HTTP/1.0): the bytes as they are; the end is the close.
+    if (!writing_bytes_.empty()) buffers_.push_back(net::buffer(writing_bytes_));
+  } else {
+    if (!writing_bytes_.empty()) {
+      // One chunk with everything gathered (an empty chunk would end the body).
+      auto n = std::snprintf(chunk_head_, sizeof(chunk_head_), "%zx\r\n", writing_bytes_.size());
+      buffers_.push_back(net::buffer(chunk_head_, std::size_t(n)));
+      buffers_.push_back(net::buffer(writing_bytes_));
+      buffers_.push_back(net::buffer("\r\n", 2));
     }
+    if (end) buffers_.push_back(net::buffer("0\r\n\r\n", 5));
   }
   net::async_write(socket_, buffers_, std::move(done));
 }
 
 void response_writer::clear() {
   queue_.clear();
-  queued_stream_bytes_ = 0;
+  stream_.clear();
+  end_queued_ = false;
 }
 
 }  // namespace conveyor::server::detail

@@ -51,8 +51,10 @@ string_response make_response(unsigned status, std::string_view content_type, st
                               const framing& how, const std::vector<header_field>& extra = {});
 
 /// Queues what one connection writes and writes it in order, one write at a time. Whole
-/// responses and stream heads go through Beast's serializer; stream events queued while a write
-/// runs go out together in the next one.
+/// responses and stream heads go through Beast's serializer. Stream data is one growing buffer
+/// that events are rendered into directly (`stream_buffer`); while a write runs it gathers
+/// whatever is added, and the next write sends all of it as one chunk (with the stream's end
+/// when that is queued): one socket write however many events came meanwhile.
 class response_writer {
  public:
   /// Called once each write finished (or failed).
@@ -71,57 +73,64 @@ class response_writer {
   /// close-delimited for HTTP/1.0 (then `how.keep_alive` must be false).
   void queue_stream_head(const framing& how);
 
-  /// Queues one piece of the stream body (one whole server-sent event).
-  void queue_stream_data(std::string bytes);
+  /// The stream data not yet handed to the socket, to append whole server-sent events to; it
+  /// is written after every queued message (the stream's head must be queued before a flush).
+  std::string& stream_buffer() { return stream_; }
+
+  /// Appends one piece of the stream body (whole server-sent events).
+  void queue_stream_data(std::string_view bytes) { stream_.append(bytes.data(), bytes.size()); }
 
   /// Queues the stream's end (the last chunk; nothing when close-delimited).
-  void queue_stream_end();
+  void queue_stream_end() { end_queued_ = true; }
 
   /// Bytes of stream data queued and not yet handed to the socket.
-  std::size_t queued_stream_bytes() const { return queued_stream_bytes_; }
+  std::size_t queued_stream_bytes() const { return stream_.size(); }
 
   /// True while a write runs.
   bool writing() const { return writing_; }
 
   /// True when nothing is queued and no write runs.
-  bool idle() const { return !writing_ && queue_.empty(); }
+  bool idle() const { return !writing_ && queue_.empty() && stream_.empty() && !end_queued_; }
 
   /// Starts the next write unless one runs or nothing is queued; `on_written` is called when
   /// it ends. Returns whether a write started.
   bool flush(written_handler on_written);
 
+  /// Socket writes started so far (each one async_write of one gathered buffer sequence).
+  std::size_t writes_started() const { return writes_started_; }
+
   /// Drops everything queued (the connection is closing).
   void clear();
 
  private:
-  // One thing to write.
-  struct item {
-    enum class kind { response, head, data, end } what = kind::data;
-    // kind::response: the message (boxed: Beast's serializer keeps pointers into it).
+  // One message to write: a whole response or a head (with its serializer).
+  struct message {
+    // A whole response (boxed: Beast's serializer keeps pointers into it).
     std::unique_ptr<string_response> response;
-    // kind::head: the header and its serializer.
+    // Otherwise a header and its serializer.
     std::unique_ptr<http::response<http::empty_body>> head;
     std::unique_ptr<http::response_serializer<http::empty_body>> head_serializer;
-    // kind::data: the event's bytes.
-    std::string bytes;
-    // kind::data and kind::end: the stream is chunked (HTTP/1.1), else close-delimited.
-    bool chunked = true;
   };
 
-  // Writes the stream data and ends at the front of the queue in one gather write.
-  void write_stream_pieces(std::function<void(boost::system::error_code, std::size_t)> done);
+  // Writes the stream data gathered so far (and the end when queued) in one write.
+  void write_stream(std::function<void(boost::system::error_code, std::size_t)> done);
 
   boost::asio::ip::tcp::socket& socket_;
-  std::deque<item> queue_;
-  // What the running write refers to; kept until it ends.
-  std::vector<item> in_flight_;
-  // The chunk framing of the data in flight, and the buffers of that write.
-  std::vector<http::chunk_body<boost::asio::const_buffer>> chunks_;
+  std::deque<message> queue_;
+  // The message being written; kept until its write ends.
+  message in_flight_;
+  // Stream data not yet written, and the data of the running write (swapped, so both keep
+  // their capacity and a steady stream allocates nothing).
+  std::string stream_;
+  std::string writing_bytes_;
+  // The chunk-size line of the running write ("1a2\r\n").
+  char chunk_head_[20] = {};
   std::vector<boost::asio::const_buffer> buffers_;
-  std::size_t queued_stream_bytes_ = 0;
+  bool end_queued_ = false;
   // The stream being queued is chunked (HTTP/1.1).
   bool chunked_ = true;
   bool writing_ = false;
+  std::size_t writes_started_ = 0;
 };
 
 }  // namespace conveyor::server::detail

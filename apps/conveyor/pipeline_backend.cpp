@@ -24,10 +24,23 @@ std::vector<server::token_logprob> to_server(std::vector<token_logprob>& entries
   return out;
 }
 
-/// A sink that forwards one request's output to the server's callbacks, then quits.
+/// A sink that forwards one request's output to the server's callbacks, then quits. Each
+/// message (one step's chunk, or the result) goes to the server as one `on_step` when the
+/// server takes steps whole, so that its events are posted and written together.
 sink_actor::behavior_type bridge_sink(sink_actor::pointer self, server::completion_events events) {
   return {
       [=](token_chunk& chunk) {
+        if (events.on_step) {
+          server::completion_step step;
+          if (events.on_logprobs) {
+            step.prompt_logprobs = to_server(chunk.prompt_logprobs);
+            step.logprobs = to_server(chunk.logprobs);
+          }
+          step.text = std::move(chunk.text);
+          if (!step.text.empty() || !step.logprobs.empty() || !step.prompt_logprobs.empty())
+            events.on_step(std::move(step));
+          return;
+        }
         if (events.on_logprobs) {
           if (!chunk.prompt_logprobs.empty())
             events.on_logprobs(to_server(chunk.prompt_logprobs), true);
@@ -36,6 +49,22 @@ sink_actor::behavior_type bridge_sink(sink_actor::pointer self, server::completi
         if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
       },
       [=](request_result& r) {
+        if (events.on_step) {
+          server::completion_step step;
+          step.text = std::move(r.tail);
+          if (r.how == outcome::finished) {
+            step.end = server::completion_step::end_kind::finished;
+            step.finish_reason = to_string(r.reason);
+            step.usage = {r.prompt_tokens, r.completion_tokens};
+          } else {
+            step.end = server::completion_step::end_kind::failed;
+            step.code = r.code;
+            step.message = r.message;
+          }
+          events.on_step(std::move(step));
+          self->quit();
+          return;
+        }
         if (!r.tail.empty()) events.on_text(std::move(r.tail));
         if (r.how == outcome::finished)
           events.on_finish(to_string(r.reason), {r.prompt_tokens, r.completion_tokens});

@@ -92,34 +92,65 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     }
     return !ended();
   };
+  // With whole_steps, text is gathered into steps and an end rides on the step it ends.
+  const bool steps = s.whole_steps && j->events.on_step;
+  completion_step step;
+  int32_t in_step = 0;
+  auto fail = [&](ec code, std::string message) {
+    if (!steps) {
+      j->events.on_error(code, std::move(message));
+      return;
+    }
+    step.end = completion_step::end_kind::failed;
+    step.code = code;
+    step.message = std::move(message);
+    j->events.on_step(std::move(step));
+  };
   if (s.fail_prompt && j->req.prompt == *s.fail_prompt) {
     wait_or_cancel(s.token_delay);
-    j->events.on_error(s.fail_code, std::string{"fake failure: "} + to_string(s.fail_code));
+    fail(s.fail_code, std::string{"fake failure: "} + to_string(s.fail_code));
     return;
   }
   for (int32_t i = 0; i < j->req.max_tokens; ++i) {
     if (words.empty() || (!s.repeat && static_cast<std::size_t>(i) >= words.size())) break;
     if (!wait_or_cancel(s.token_delay)) {
-      j->events.on_error(ec::cancelled, "cancelled");
+      fail(ec::cancelled, "cancelled");
       return;
     }
     if (i == s.fail_after_tokens) {
-      j->events.on_error(s.fail_code, std::string{"fake failure: "} + to_string(s.fail_code));
+      fail(s.fail_code, std::string{"fake failure: "} + to_string(s.fail_code));
       return;
     }
     const auto& w = words[static_cast<std::size_t>(i) % words.size()];
-    j->events.on_text(i == 0 ? w : " " + w);
     usage.completion_tokens += 1;
+    if (!steps) {
+      j->events.on_text(i == 0 ? w : " " + w);
+      continue;
+    }
+    step.text += i == 0 ? w : " " + w;
+    if (++in_step >= s.tokens_per_step) {
+      j->events.on_step(std::move(step));
+      step = completion_step{};
+      in_step = 0;
+    }
   }
   if (s.hang) {
     std::unique_lock<std::mutex> lock{mutex_};
     wake_.wait(lock, [&] { return stopping_ || j->cancel_requested.load(); });
     lock.unlock();
-    j->events.on_error(ec::cancelled, "cancelled");
+    fail(ec::cancelled, "cancelled");
     return;
   }
   finished_ += 1;
-  j->events.on_finish(usage.completion_tokens < j->req.max_tokens ? "stop" : "length", usage);
+  const char* reason = usage.completion_tokens < j->req.max_tokens ? "stop" : "length";
+  if (!steps) {
+    j->events.on_finish(reason, usage);
+    return;
+  }
+  step.end = completion_step::end_kind::finished;
+  step.finish_reason = reason;
+  step.usage = usage;
+  j->events.on_step(std::move(step));
 }
 
 void fake_backend::collect_metrics(std::function<void(std::string)> reply) {

@@ -48,6 +48,11 @@ class fake_backend final : public completion_backend {
     bool hold = false;
     /// Each token waits until the test allows it (`allow_tokens`) instead of `token_delay`.
     bool paced = false;
+    /// Deliver through `on_step` (the server's whole-step event): `tokens_per_step` tokens per
+    /// call, the last call also carrying the finish (or an error) as the pipeline's sink does.
+    bool whole_steps = false;
+    /// Tokens per `on_step` call with `whole_steps`.
+    int32_t tokens_per_step = 1;
     /// The backend's part of /metrics.
     std::string metrics = "# TYPE fake_requests_total counter\nfake_requests_total 7\n";
   };

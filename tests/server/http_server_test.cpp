@@ -744,4 +744,82 @@ TEST_F(http_server_test, curl_plain_and_streamed) {
   EXPECT_EQ(status, "400");
 }
 
+
+// -- whole steps (issue 15): a step's events posted and written together ---------------------------
+
+TEST_F(http_server_test, whole_steps_stream_completely_and_in_order) {
+  start();
+  fake_backend::settings s;
+  s.whole_steps = true;
+  s.tokens_per_step = 3;
+  s.repeat = true;
+  s.token_delay = std::chrono::milliseconds{0};
+  backend.configure(s);
+  std::string prompt;
+  for (int i = 0; i < 10; ++i) prompt += (i ? " w" : "w") + std::to_string(i);
+  // Several streams at once over real sockets, each with 61 tokens (21 steps, the last with one
+  // token and the finish).
+  const int clients = 4;
+  std::vector<std::optional<http_reply>> replies(clients);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < clients; ++k)
+    threads.emplace_back([&, k] {
+      test_client c{port};
+      replies[k] = c.request("POST", "/v1/completions",
+                             R"({"prompt": ")" + prompt + R"(", "max_tokens": 61, "stream": true,
+                                 "stream_options": {"include_usage": true}})");
+    });
+  for (auto& t : threads) t.join();
+  std::string expected;
+  for (int i = 0; i < 61; ++i) expected += (i ? " w" : "w") + std::to_string(i % 10);
+  for (const auto& reply : replies) {
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200u);
+    auto events = sse_events(reply->body);
+    // 21 text chunks in order, the finish chunk, the usage chunk, [DONE] once and last.
+    ASSERT_EQ(events.size(), 24u) << reply->body;
+    std::string text;
+    for (std::size_t i = 0; i < 21; ++i) {
+      EXPECT_TRUE(events[i]["choices"][0]["finish_reason"].is_null());
+      text += events[i]["choices"][0]["text"].get<std::string>();
+    }
+    EXPECT_EQ(text, expected);
+    EXPECT_EQ(events[21]["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(events[21]["choices"][0]["text"], "");
+    EXPECT_EQ(events[22]["usage"]["completion_tokens"], 61);
+    EXPECT_EQ(events[23], "[DONE]");
+  }
+}
+
+TEST_F(http_server_test, whole_steps_error_mid_stream_ends_the_stream_once) {
+  start();
+  fake_backend::settings s;
+  s.whole_steps = true;
+  s.tokens_per_step = 2;
+  s.fail_after_tokens = 5;
+  backend.configure(s);
+  auto reply = post(completion("a b c d e f g h", 8, true));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200u);
+  auto r = collect(reply->body);
+  // The two whole steps, then the failing step with its one token and the error event.
+  EXPECT_EQ(r.text[0], "a b c d e");
+  EXPECT_EQ(r.chunks, 3);
+  EXPECT_EQ(r.error["code"], to_string(ec::executor_lost));
+  EXPECT_FALSE(r.done);
+}
+
+TEST_F(http_server_test, whole_steps_disconnect_mid_stream_cancels_the_request) {
+  start();
+  fake_backend::settings s;
+  s.whole_steps = true;
+  s.hang = true;
+  backend.configure(s);
+  test_client c{port};
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions", completion("a b c", 10, true)));
+  ASSERT_TRUE(c.read_until("data: "));
+  c.close();
+  EXPECT_TRUE(fake_backend::eventually([&] { return backend.cancelled() == 1; }));
+}
+
 }  // namespace conveyor::server::test
