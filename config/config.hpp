@@ -60,8 +60,16 @@ struct executor {
   int64_t slots = 16;
   /// Tokens of context per slot; 0 uses the model's own context length.
   int64_t context = 0;
-  /// The most tokens (prompt and generated) one step processes.
+  /// The most prompt tokens one step processes (the running sequences' tokens come on top).
   int64_t max_batched_tokens = 2048;
+  /// continuous: a step that decodes may take this many times the predicted time of its decode
+  /// rows alone (costs learnt from the executor's own steps); prompt tokens fill the rest.
+  double step_target_ratio = 1.5;
+  /// continuous: when above 0, the time in milliseconds a step that decodes may take, instead
+  /// of `step_target_ratio`.
+  double step_target_ms = 0;
+  /// continuous: the fewest prompt tokens a step takes while prompts wait, whatever the target.
+  int64_t min_prefill_tokens = 16;
 };
 
 /// `[cluster]`: executors on other machines.
