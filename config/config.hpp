@@ -62,9 +62,11 @@ struct executor {
   int64_t context = 0;
   /// The most prompt tokens one step processes (the running sequences' tokens come on top).
   int64_t max_batched_tokens = 2048;
-  /// continuous: a step that decodes may take this many times the predicted time of its decode
-  /// rows alone (costs learnt from the executor's own steps); prompt tokens fill the rest.
-  double step_target_ratio = 1.5;
+  /// continuous: each sequence, running or waiting for its prompt, is worth (ratio - 1) times the
+  /// predicted time of a step's decode rows (costs learnt from the executor's own steps): a step
+  /// with R rows decoding and W prompts waiting may take decode x (1 + (ratio - 1) x (R + W) / R);
+  /// prompt tokens fill what is left.
+  double step_target_ratio = 1.25;
   /// continuous: when above 0, the time in milliseconds a step that decodes may take, instead
   /// of `step_target_ratio`.
   double step_target_ms = 0;

@@ -24,7 +24,9 @@ step_plan step_planner::plan(int64_t decode_rows, int64_t decode_attended,
   } else if (options_.target_ms > 0) {
     out.target_ms = std::max(options_.target_ms, out.decode_ms);
   } else {
-    out.target_ms = std::max(1.0, options_.target_ratio) * out.decode_ms;
+    const double share = std::max(0.0, options_.target_ratio - 1.0);
+    const double sequences = double(decode_rows + int64_t(prompts.size()));
+    out.target_ms = out.decode_ms * (1.0 + share * sequences / double(decode_rows));
   }
   const int64_t cap = std::max<int64_t>(0, options_.max_prompt_tokens);
   const int64_t floor = std::min(cap, std::max<int64_t>(0, options_.min_prompt_tokens));

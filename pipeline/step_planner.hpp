@@ -12,9 +12,13 @@ namespace conveyor::pipeline {
 
 /// The settings of a `step_planner` (the executor's `step_*` and `max_batched_tokens` keys).
 struct step_plan_options {
-  /// A step that decodes may take this many times the predicted time of decoding alone; what is
-  /// left over goes to prompt tokens. At least 1.
-  double target_ratio = 1.5;
+  /// Each sequence, running or waiting for its prompt, is worth `target_ratio - 1` times the
+  /// predicted time of the step's decode rows: a step with R rows decoding and W prompts waiting
+  /// may take decode x (1 + (target_ratio - 1) x (R + W) / R), and prompt tokens fill what is
+  /// left over the decode rows. Few prompts waiting beside many running sequences leave those
+  /// near their decode step; a crowd of prompts beside few running ones gets a larger share, so
+  /// that the running set fills. At least 1 (1: only `min_prompt_tokens`).
+  double target_ratio = 1.25;
   /// When above 0: the time a step that decodes may take, in milliseconds, instead of
   /// `target_ratio` times the decode step (never less than the decode step itself).
   double target_ms = 0;

@@ -94,7 +94,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(e.slots, 16);
   EXPECT_EQ(e.context, 0);
   EXPECT_EQ(e.max_batched_tokens, 2048);
-  EXPECT_EQ(e.step_target_ratio, 1.5);
+  EXPECT_EQ(e.step_target_ratio, 1.25);
   EXPECT_EQ(e.step_target_ms, 0.0);
   EXPECT_EQ(e.min_prefill_tokens, 16);
 }

@@ -66,15 +66,15 @@ TEST(step_planner, prompt_chunks_stay_within_the_budget) {
   o.target_ratio = 1.5;
   o.min_prompt_tokens = 1;
   step_planner planner{o};
-  // 8 rows at positions summing to 800: decode alone 2 + 4 + 0.8 = 6.8 ms; the target 10.2 ms
-  // leaves 3.4 ms. A new prompt's k tokens cost 0.1 k + k (k + 1) / 2000 ms: 3.335 at k = 29,
-  // 3.465 at k = 30.
+  // 8 rows at positions summing to 800: decode alone 2 + 4 + 0.8 = 6.8 ms; with one prompt
+  // waiting the target is 6.8 x (1 + 0.5 x 9 / 8) = 10.625 ms, which leaves 3.825 ms. A new
+  // prompt's k tokens cost 0.1 k + k (k + 1) / 2000 ms: 3.728 at k = 32, 3.861 at k = 33.
   const auto plan = planner.plan(8, 800, {{500, 0}}, costs);
   EXPECT_NEAR(plan.decode_ms, 6.8, 1e-6);
-  EXPECT_NEAR(plan.target_ms, 10.2, 1e-6);
+  EXPECT_NEAR(plan.target_ms, 10.625, 1e-6);
   ASSERT_EQ(plan.chunks.size(), 1u);
   const int64_t k = plan.chunks[0].count;
-  EXPECT_EQ(k, 29);
+  EXPECT_EQ(k, 32);
   auto predicted = [&](int64_t n) {
     return costs.predict({8, n, 800 + step_planner::attended_by(0, n)});
   };
@@ -173,4 +173,29 @@ TEST(step_planner, an_empty_model_gives_the_whole_cap) {
   const auto plan = step_planner{o}.plan(5, 100, {{300, 0}}, empty);
   ASSERT_EQ(plan.chunks.size(), 1u);
   EXPECT_EQ(plan.chunks[0].count, 256);
+}
+
+TEST(step_planner, more_waiting_prompts_widen_the_budget_fewer_running_ones_too) {
+  const auto costs = fake_costs();
+  step_plan_options o;
+  o.target_ratio = 1.25;
+  o.min_prompt_tokens = 1;
+  o.max_prompt_tokens = 100000;
+  step_planner planner{o};
+  const std::vector<waiting_prompt> one(1, {1000, 0}), many(31, {1000, 0});
+  // One prompt beside 16 running sequences: the step may take 1 + 0.25 x 17 / 16 decode steps.
+  const auto a = planner.plan(16, 1600, one, costs);
+  EXPECT_NEAR(a.target_ms, a.decode_ms * (1 + 0.25 * 17 / 16), 1e-9);
+  // 31 prompts beside one running sequence: 1 + 0.25 x 32 = 9 decode steps.
+  const auto b = planner.plan(1, 100, many, costs);
+  EXPECT_NEAR(b.target_ms, b.decode_ms * 9, 1e-9);
+  // 31 prompts beside 16 running: more than one prompt's share, less than beside one running.
+  const auto c = planner.plan(16, 1600, many, costs);
+  EXPECT_NEAR(c.target_ms, c.decode_ms * (1 + 0.25 * 47 / 16), 1e-9);
+  EXPECT_GT(c.prompt_tokens, a.prompt_tokens);
+  for (const auto* plan : {&a, &b, &c}) EXPECT_LE(plan->predicted_ms, plan->target_ms + 1e-9);
+  // A ratio of 1 leaves prompts nothing but the floor, however many wait.
+  o.target_ratio = 1.0;
+  o.min_prompt_tokens = 3;
+  EXPECT_EQ(step_planner{o}.plan(1, 100, many, costs).prompt_tokens, 3);
 }
