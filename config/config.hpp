@@ -90,7 +90,7 @@ struct batcher {
   int64_t max_wait_ms = 5;
   /// continuous: the most sequences running at once per executor.
   int64_t max_num_seqs = 16;
-  /// continuous: the most tokens one step may process per executor.
+  /// continuous: the most prompt tokens handed to one executor at a time (at least one request).
   int64_t max_batched_tokens = 2048;
   /// Requests waiting beyond this are rejected (queue full).
   int64_t max_queued_requests = 1024;
