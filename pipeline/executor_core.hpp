@@ -36,7 +36,9 @@ struct step_output {
 /// Runs sequences on one model. Iteration-level: sequences join between steps and leave the
 /// moment they end. In a static batch (the `seed` policy) the whole batch is padded to its
 /// longest prompt, and finished members keep their rows until every member has finished.
-/// Only the executor's thread touches it.
+/// Otherwise each step is planned by a `step_planner` from a `step_cost_model` fitted on this
+/// executor's own steps: every running sequence decodes, prompts are prefilled in chunks within
+/// the step's time budget. Only the executor's thread touches it.
 class executor_core {
  public:
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,

@@ -626,3 +626,20 @@ TEST_F(executor_core_test, the_prompt_budget_follows_the_measured_step_costs) {
   EXPECT_NEAR(c.per_token_ms, 0.45, 0.001);
   EXPECT_NEAR(c.per_kilo_attended_ms, 0.0, 0.01);
 }
+
+TEST_F(executor_core_test, a_prompt_without_tokens_is_refused_at_admission) {
+  auto core = make_core(2);
+  auto empty = request(1, story_prompt, 5);
+  empty.prompt.clear();
+  step_output admitted;
+  core->admit({empty, request(2, story_prompt, 60)}, false, admitted);
+  ASSERT_EQ(admitted.results.size(), 1u);
+  EXPECT_EQ(admitted.results[0].id, 1u);
+  EXPECT_EQ(admitted.results[0].how, outcome::failed);
+  EXPECT_EQ(admitted.results[0].code, ec::bad_request);
+  EXPECT_EQ(admitted.results[0].message, "the prompt has no tokens");
+  EXPECT_EQ(core->free_slots(), 1);
+  auto out = run(*core);
+  EXPECT_EQ(out[2].tokens, expected.generated());
+  EXPECT_EQ(out.count(1), 0u);
+}
