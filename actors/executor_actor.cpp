@@ -163,6 +163,15 @@ executor_actor::behavior_type executor(executor_pointer self,
                              std::string{"the model failed: "} + e.what(), out);
         }
         deliver(self, out);
+        if (!st.core->has_work() && spdlog::should_log(spdlog::level::debug)) {
+          // Going idle: what its steps were found to cost (pipeline/step_cost_model.hpp).
+          const auto& c = st.core->step_costs().fitted();
+          spdlog::debug(
+              "executor {}: step costs {:.3f} ms + {:.3f} ms/decode row + {:.4f} ms/prompt token + "
+              "{:.4f} ms/1000 attended positions ({} steps)",
+              st.core->name(), c.fixed_ms, c.per_row_ms, c.per_token_ms, c.per_kilo_attended_ms,
+              st.core->step_costs().samples());
+        }
         schedule_step(self);
         report(self);
       },

@@ -153,7 +153,12 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     spdlog::info("executor {} on {}: {}", name, where, (*m)->describe());
     group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
     auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);
-    core->set_max_batched_tokens(int32_t(e.max_batched_tokens));
+    pipeline::step_plan_options plan;
+    plan.max_prompt_tokens = e.max_batched_tokens;
+    plan.target_ratio = e.step_target_ratio;
+    plan.target_ms = e.step_target_ms;
+    plan.min_prompt_tokens = e.min_prefill_tokens;
+    core->set_step_plan_options(plan);
     core->set_device(device);
     cores.push_back(std::move(core));
   }

@@ -60,8 +60,18 @@ struct executor {
   int64_t slots = 16;
   /// Tokens of context per slot; 0 uses the model's own context length.
   int64_t context = 0;
-  /// The most tokens (prompt and generated) one step processes.
+  /// The most prompt tokens one step processes (the running sequences' tokens come on top).
   int64_t max_batched_tokens = 2048;
+  /// continuous: each sequence, running or waiting for its prompt, is worth (ratio - 1) times the
+  /// predicted time of a step's decode rows (costs learnt from the executor's own steps): a step
+  /// with R rows decoding and W prompts waiting may take decode x (1 + (ratio - 1) x (R + W) / R);
+  /// prompt tokens fill what is left.
+  double step_target_ratio = 1.25;
+  /// continuous: when above 0, the time in milliseconds a step that decodes may take, instead
+  /// of `step_target_ratio`.
+  double step_target_ms = 0;
+  /// continuous: the fewest prompt tokens a step takes while prompts wait, whatever the target.
+  int64_t min_prefill_tokens = 16;
 };
 
 /// `[cluster]`: executors on other machines.
@@ -80,7 +90,7 @@ struct batcher {
   int64_t max_wait_ms = 5;
   /// continuous: the most sequences running at once per executor.
   int64_t max_num_seqs = 16;
-  /// continuous: the most tokens one step may process per executor.
+  /// continuous: the most prompt tokens handed to one executor at a time (at least one request).
   int64_t max_batched_tokens = 2048;
   /// Requests waiting beyond this are rejected (queue full).
   int64_t max_queued_requests = 1024;

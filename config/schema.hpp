@@ -197,6 +197,9 @@ void fields(V& v, S& x) {
   v("slots", x.slots, between(1, max_int32));
   v("context", x.context, between(0, max_int32));
   v("max_batched_tokens", x.max_batched_tokens, between(1, max_int32));
+  v("step_target_ratio", x.step_target_ratio, real_between(1.0, 1000.0));
+  v("step_target_ms", x.step_target_ms, real_between(0.0, 3600000.0));
+  v("min_prefill_tokens", x.min_prefill_tokens, between(1, max_int32));
 }
 
 /// The keys of `[cluster]`.

@@ -32,7 +32,7 @@ struct batcher_options {
   double max_wait_s = 0.005;
   /// continuous: sequences running at once on one executor.
   int32_t max_num_seqs = 16;
-  /// continuous: prompt tokens admitted per step.
+  /// continuous: the most prompt tokens handed to an executor at a time (at least one request).
   int32_t max_batched_tokens = 2048;
   /// Bounds of the waiting queue: requests, and tokens (prompt + max_tokens of each).
   int64_t max_queued_requests = 1024;

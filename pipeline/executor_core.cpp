@@ -9,9 +9,18 @@ executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm>
                              std::shared_ptr<const model::tokenizer> tokenizer)
     : name_(std::move(name)),
       model_(std::move(model)),
-      tokenizer_(std::move(tokenizer)),
-      max_batched_tokens_(2048) {
+      tokenizer_(std::move(tokenizer)) {
   for (int32_t s = model_->slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+void executor_core::set_max_batched_tokens(int32_t n) {
+  auto options = planner_.options();
+  options.max_prompt_tokens = n;
+  planner_ = step_planner{options};
+}
+
+void executor_core::set_step_plan_options(const step_plan_options& options) {
+  planner_ = step_planner{options};
 }
 
 int32_t executor_core::free_slots() const {
@@ -38,6 +47,11 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                          int32_t(req.prompt.size())));
       continue;
     }
+    if (req.prompt.empty()) {
+      out.results.push_back(make_failure(req.id, outcome::failed, ec::bad_request,
+                                         "the prompt has no tokens", req.times, 0));
+      continue;
+    }
     const auto& p = req.params;
     model::sampler sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
     model::stop_string_matcher stops{p.stop};
@@ -57,7 +71,10 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  {},
                                                  std::nullopt,
                                                  nullptr,
-                                                 {}});
+                                                 {},
+                                                 0,
+                                                 {},
+                                                 std::nullopt});
     free_slots_.pop_back();
     const auto& params = s->req.params;  // req was moved
     s->end_ids = end_ids_of(params);
@@ -122,50 +139,115 @@ step_output executor_core::step() {
 }
 
 void executor_core::run_step(step_output& out) {
-  // Newly admitted sequences, up to the token budget (always at least one).
-  std::vector<std::unique_ptr<sequence>> batch;
-  int64_t prompt_tokens = 0;
-  int32_t longest = 0;
-  while (!waiting_.empty()) {
-    auto& s = waiting_.front();
-    if (s->ended) {
-      // Cancelled or expired before its first step (a static batch keeps such members waiting
-      // past release_ended): it never had rows, so its slot is free now.
-      free_slots_.push_back(s->slot);
-      waiting_.pop_front();
-      continue;
+  // Sequences that ended before their prompt was complete (a static batch keeps such members
+  // waiting past release_ended): their slots are free now.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->ended) {
+      free_slots_.push_back((*it)->slot);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
     }
-    const int32_t n = int32_t(s->req.prompt.size());
-    if (!batch.empty() && !static_batch_ && prompt_tokens + n > max_batched_tokens_) break;
-    longest = std::max(longest, n);
-    prompt_tokens += n;
-    batch.push_back(std::move(s));
-    waiting_.pop_front();
   }
-  // One forward pass for everything: the new prompts, then one token of every sequence that was
+  // One forward pass for everything: the chunks of prompts, then one token of every sequence
   // already running. A static batch pads its prompts to the longest, and its ended members keep
-  // their rows until the batch ends, as a padded batch does. A new prompt equal to an earlier
-  // one of this step (the choices of a request with n > 1) is not computed again: it copies the
-  // earlier one's KV-cache rows and samples from its logits with its own sampler.
+  // their rows until the batch ends, as a padded batch does.
   items_.clear();
   rows_.clear();
   followers_.clear();
-  padded_prompts_.resize(batch.size());
-  int64_t computed = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto& s = *batch[i];
-    const int32_t n = int32_t(s.req.prompt.size());
-    // A follower that reports its prompt's log-probabilities needs its own rows of logits.
-    if (!static_batch_ && n > 0 && !s.req.params.prompt_logprobs && model_->copies_prefixes()) {
-      auto leader = std::find_if(rows_.begin(), rows_.end(),
-                                 [&](const sequence* l) { return l->req.prompt == s.req.prompt; });
-      if (leader != rows_.end()) {
-        followers_.push_back({&s, size_t(leader - rows_.begin())});
-        prompt_tokens -= n;  // not processed: the step's real tokens count it once
-        continue;
-      }
+  int64_t decoded = 0, decode_rows = 0, decode_attended = 0;
+  for (auto& s : running_) {
+    if (s->position >= model_->context()) continue;
+    if (s->ended && !static_batch_) continue;
+    ++decode_rows;
+    decode_attended += s->position + 1;
+    if (!s->ended) ++decoded;
+  }
+  if (static_batch_)
+    plan_static_prefill();
+  else
+    plan_chunked_prefill(decode_rows, decode_attended);
+  const size_t prefill_rows = rows_.size();
+  int64_t prompt_tokens = 0, computed = 0, attended = decode_attended;
+  for (size_t i = 0; i < prefill_rows; ++i) {
+    const auto& item = items_[i];
+    computed += item.count;
+    attended += step_planner::attended_by(item.start, item.count);
+    // Padding is computed but not a real token.
+    const int64_t n = int64_t(rows_[i].seq->req.prompt.size());
+    prompt_tokens += std::min<int64_t>(item.count, n - item.start);
+  }
+  for (auto& s : running_) {
+    if (s->position >= model_->context()) continue;
+    if (s->ended && !static_batch_) continue;
+    items_.push_back({s->slot, s->position, &s->next_token, 1, -1});
+    rows_.push_back({s.get(), false, false});
+    ++computed;
+  }
+  if (prefill_rows == 0 && decoded == 0) return;
+  const stamp start = clock_();
+  auto logits = model_->prefill(items_);
+  for (auto& f : followers_)
+    model_->copy_prefix(rows_[f.leader_row].seq->slot, f.seq->slot,
+                        int32_t(f.seq->req.prompt.size()));
+  const stamp done = clock_();
+  costs_.observe({decode_rows, computed - decode_rows, attended}, double(done - start) / 1e6);
+  int32_t row = 0;  // an item with all_logits has a row per token
+  sample_rows_.resize(rows_.size());
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    sequence& s = *rows_[i].seq;
+    const auto& item = items_[i];
+    const int32_t first_row = row;
+    row += item.all_logits ? item.count : 1;
+    sample_rows_[i] =
+        item.all_logits ? first_row + (item.logits_at < 0 ? item.count - 1 : item.logits_at)
+                        : first_row;
+    if (rows_[i].prefill) {
+      const int32_t n = int32_t(s.req.prompt.size());
+      const int32_t real = std::min(item.count, n - item.start);  // without padding
+      if (item.all_logits && !s.ended) score_prompt_chunk(s, logits, first_row, item.start, real);
+      s.prefilled = item.start + real;
+      if (!rows_[i].completes) continue;  // the prompt continues in a later step
+      s.position = n;
+      if (!s.ended && s.req.params.prompt_logprobs)
+        chunk_of(s, out).prompt_logprobs = std::move(s.prompt_entries);
+      end_if_prompt_only(s, done, out);
+    } else {
+      ++s.position;
     }
-    if (static_batch_ && n < longest) {
+    if (!s.ended) emit(s, sample_next(s, logits.row(sample_rows_[i]), logits.vocab), done, out);
+  }
+  for (auto& f : followers_) {
+    sequence& s = *f.seq;
+    s.prefilled = int32_t(s.req.prompt.size());
+    s.position = s.prefilled;
+    end_if_prompt_only(s, done, out);
+    if (!s.ended)
+      emit(s, sample_next(s, logits.row(sample_rows_[f.leader_row]), logits.vocab), done, out);
+  }
+  // Prompts now complete join the running set, in their order.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->prefill_done()) {
+      running_.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  out.step_timings.push_back(
+      step_timing{name_, prefill_rows > 0 ? step_kind::prefill : step_kind::decode, items_.size(),
+                  size_t(prompt_tokens + decoded), size_t(computed), to_time_point(start),
+                  std::chrono::nanoseconds(done - start)});
+}
+
+void executor_core::plan_static_prefill() {
+  int32_t longest = 0;
+  for (auto& s : waiting_) longest = std::max(longest, int32_t(s->req.prompt.size()));
+  padded_prompts_.resize(waiting_.size());
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    auto& s = *waiting_[i];
+    const int32_t n = int32_t(s.req.prompt.size());
+    if (n < longest) {
       // Right padding: the pad tokens sit after the prompt, where the causal mask keeps them
       // from changing the prompt's logits; decoding later overwrites their cache rows.
       auto& p = padded_prompts_[i];
@@ -176,56 +258,46 @@ void executor_core::run_step(step_output& out) {
     } else {
       items_.push_back({s.slot, 0, s.req.prompt.data(), n, -1, s.req.params.prompt_logprobs});
     }
-    computed += items_.back().count;
-    rows_.push_back(&s);
+    rows_.push_back({&s, true, true});
   }
-  const size_t admitted = rows_.size();
-  int64_t decoded = 0;
-  for (auto& s : running_) {
-    if (s->position >= model_->context()) continue;
-    if (s->ended && !static_batch_) continue;
-    items_.push_back({s->slot, s->position, &s->next_token, 1, -1});
-    rows_.push_back(s.get());
-    ++computed;
-    if (!s->ended) ++decoded;
-  }
-  if (batch.empty() && decoded == 0) return;
-  const stamp start = clock_();
-  auto logits = model_->prefill(items_);
-  for (auto& f : followers_)
-    model_->copy_prefix(rows_[f.leader_row]->slot, f.seq->slot, int32_t(f.seq->req.prompt.size()));
-  const stamp done = clock_();
-  int32_t row = 0;  // an item with all_logits has a row per token
-  sample_rows_.resize(rows_.size());
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    sequence& s = *rows_[i];
-    const auto& item = items_[i];
-    const int32_t first_row = row;
-    row += item.all_logits ? item.count : 1;
-    sample_rows_[i] =
-        item.all_logits ? first_row + (item.logits_at < 0 ? item.count - 1 : item.logits_at)
-                        : first_row;
-    if (i < admitted) {
-      s.position = int32_t(s.req.prompt.size());
-      if (item.all_logits && !s.ended) emit_prompt_logprobs(s, logits, first_row, out);
-      end_if_prompt_only(s, done, out);
-    } else {
-      ++s.position;
+}
+
+void executor_core::plan_chunked_prefill(int64_t decode_rows, int64_t decode_attended) {
+  // The planner's view of the waiting prompts, in order. A prompt equal to an earlier one's
+  // (the choices of a request with n > 1) is not computed again: it waits for that one's prefill
+  // to complete, then copies its KV-cache rows and samples from its logits with its own sampler.
+  // A follower that reports its prompt's log-probabilities needs its own rows of logits.
+  prompts_.clear();
+  candidates_.clear();
+  pending_followers_.clear();
+  const bool shares = model_->copies_prefixes();
+  for (auto& s : waiting_) {
+    if (shares && s->prefilled == 0 && !s->req.params.prompt_logprobs) {
+      auto leader = std::find_if(candidates_.begin(), candidates_.end(), [&](const sequence* l) {
+        return l->req.prompt == s->req.prompt;
+      });
+      if (leader != candidates_.end()) {
+        pending_followers_.push_back({s.get(), *leader});
+        continue;
+      }
     }
-    if (!s.ended) emit(s, sample_next(s, logits.row(sample_rows_[i]), logits.vocab), done, out);
+    prompts_.push_back({int64_t(s->req.prompt.size()), s->prefilled});
+    candidates_.push_back(s.get());
   }
-  for (auto& f : followers_) {
-    sequence& s = *f.seq;
-    s.position = int32_t(s.req.prompt.size());
-    end_if_prompt_only(s, done, out);
-    if (!s.ended)
-      emit(s, sample_next(s, logits.row(sample_rows_[f.leader_row]), logits.vocab), done, out);
+  const auto plan = planner_.plan(decode_rows, decode_attended, prompts_, costs_);
+  for (const auto& chunk : plan.chunks) {
+    sequence& s = *candidates_[chunk.index];
+    items_.push_back({s.slot, int32_t(chunk.start), s.req.prompt.data() + chunk.start,
+                      int32_t(chunk.count), -1, s.req.params.prompt_logprobs});
+    rows_.push_back({&s, true, chunk.last});
   }
-  for (auto& s : batch) running_.push_back(std::move(s));
-  out.step_timings.push_back(
-      step_timing{name_, admitted > 0 ? step_kind::prefill : step_kind::decode, items_.size(),
-                  size_t(prompt_tokens + decoded), size_t(computed), to_time_point(start),
-                  std::chrono::nanoseconds(done - start)});
+  // Followers join the step that completes their leader's prompt.
+  for (const auto& f : pending_followers_) {
+    auto leader = std::find_if(rows_.begin(), rows_.end(),
+                               [&](const step_row& r) { return r.seq == f.leader; });
+    if (leader != rows_.end() && leader->completes)
+      followers_.push_back({f.seq, size_t(leader - rows_.begin())});
+  }
 }
 
 void executor_core::end_if_prompt_only(sequence& s, stamp now, step_output& out) {
@@ -273,28 +345,31 @@ token_chunk& executor_core::chunk_of(const sequence& s, step_output& out) {
   return out.chunks.back();
 }
 
-void executor_core::emit_prompt_logprobs(sequence& s, const model::logits_view& logits,
-                                         int32_t first_row, step_output& out) {
+void executor_core::score_prompt_chunk(sequence& s, const model::logits_view& logits,
+                                       int32_t first_row, int32_t start, int32_t count) {
   const auto& prompt = s.req.prompt;
+  const int32_t n = int32_t(prompt.size());
   const int32_t top_n = std::max(0, std::min(s.req.params.logprobs, model::max_top_logprobs));
-  std::vector<token_logprob> entries;
-  entries.reserve(prompt.size());
-  // Texts as the prompt decodes: the space after BOS dropped, as decode_prompt does.
-  model::incremental_detokenizer detokenizer{tokenizer_, -1};
-  for (size_t t = 0; t < prompt.size(); ++t) {
-    if (t == 0) {
-      // The first token follows nothing: no log-probability.
-      entries.push_back(
-          {{prompt[0], std::numeric_limits<float>::quiet_NaN(), detokenizer.peek(prompt[0])}, {}});
-    } else {
-      // Teacher-forced: token t under the raw distribution after tokens 0..t-1.
-      entries.push_back(describe(model::raw_logprobs(logits.row(first_row + int32_t(t) - 1),
-                                                     logits.vocab, prompt[t], top_n),
-                                 detokenizer));
-    }
-    detokenizer.push(prompt[t]);
+  if (start == 0) {
+    s.prompt_entries.clear();
+    s.prompt_entries.reserve(prompt.size());
+    // Texts as the prompt decodes: the space after BOS dropped, as decode_prompt does.
+    s.prompt_detokenizer.emplace(tokenizer_, -1);
+    // The first token follows nothing: no log-probability.
+    s.prompt_entries.push_back({{prompt[0], std::numeric_limits<float>::quiet_NaN(),
+                                 s.prompt_detokenizer->peek(prompt[0])},
+                                {}});
+    s.prompt_detokenizer->push(prompt[0]);
   }
-  chunk_of(s, out).prompt_logprobs = std::move(entries);
+  // Teacher-forced: token t under the raw distribution after tokens 0..t-1, i.e. the row of
+  // token t - 1; the row of this chunk's last token scores the next chunk's first.
+  for (int32_t t = start + 1; t <= start + count && t < n; ++t) {
+    s.prompt_entries.push_back(describe(
+        model::raw_logprobs(logits.row(first_row + (t - 1 - start)), logits.vocab, prompt[t],
+                            top_n),
+        *s.prompt_detokenizer));
+    s.prompt_detokenizer->push(prompt[t]);
+  }
 }
 
 void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {

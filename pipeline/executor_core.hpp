@@ -18,6 +18,8 @@
 #include "model/stop_strings.hpp"
 #include "model/tokenizer.hpp"
 #include "pipeline/request.hpp"
+#include "pipeline/step_cost_model.hpp"
+#include "pipeline/step_planner.hpp"
 #include "pipeline/timing.hpp"
 
 namespace conveyor::pipeline {
@@ -34,7 +36,9 @@ struct step_output {
 /// Runs sequences on one model. Iteration-level: sequences join between steps and leave the
 /// moment they end. In a static batch (the `seed` policy) the whole batch is padded to its
 /// longest prompt, and finished members keep their rows until every member has finished.
-/// Only the executor's thread touches it.
+/// Otherwise each step is planned by a `step_planner` from a `step_cost_model` fitted on this
+/// executor's own steps: every running sequence decodes, prompts are prefilled in chunks within
+/// the step's time budget. Only the executor's thread touches it.
 class executor_core {
  public:
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
@@ -62,16 +66,18 @@ class executor_core {
   /// True when a step would do work.
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 
-  /// Takes requests into the running set; they are prefilled at the next step. `static_batch`
-  /// marks a batch of the `seed` policy. Requests beyond the free slots end as failed.
+  /// Takes requests into the executor; their prompts are prefilled from the next step on, as the
+  /// step planner's budget allows (a static batch: all at the next step). `static_batch` marks a
+  /// batch of the `seed` policy. Requests beyond the free slots end as failed, and so does a
+  /// request whose prompt has no tokens.
   void admit(std::vector<sequence_request> requests, bool static_batch, step_output& out);
 
   /// Asks that a request end as cancelled at the next step boundary. False if unknown here.
   bool cancel(request_id id);
 
-  /// One step: ends cancelled and expired sequences, then runs one forward pass over the
-  /// prompts of the newly admitted ones (up to the token budget) and one token of every
-  /// sequence that was already running.
+  /// One step: ends cancelled and expired sequences, then runs one forward pass over one token
+  /// of every running sequence and the prompt tokens the step planner gives the step (chunks of
+  /// the waiting prompts, first come first served; a static batch: every prompt whole, padded).
   step_output step();
 
   /// Ends every sequence with `how` (shutdown, drain), reporting each.
@@ -87,8 +93,18 @@ class executor_core {
   /// Now, on the clock of `set_clock`.
   stamp now() const { return clock_(); }
 
-  /// Tokens per prefill pass.
-  void set_max_batched_tokens(int32_t n) { max_batched_tokens_ = n; }
+  /// The most prompt tokens in one step (`max_prompt_tokens` of the planner).
+  void set_max_batched_tokens(int32_t n);
+
+  /// How steps are planned: the step-time target and the prompt-token bounds.
+  void set_step_plan_options(const step_plan_options& options);
+
+  /// The planner's settings.
+  const step_plan_options& step_plan_settings() const { return planner_.options(); }
+
+  /// The model of step costs, fitted from this executor's own steps (timed on `set_clock`'s
+  /// clock).
+  const step_cost_model& step_costs() const { return costs_; }
 
  private:
   struct sequence {
@@ -109,9 +125,25 @@ class executor_core {
     std::unique_ptr<model::logit_processor> processor;
     // The ids that end it (end_ids_of), fixed at admission.
     std::vector<int32_t> end_ids;
+    // -- chunked prefill --
+    int32_t prefilled = 0;  // prompt tokens in the cache
+    // The prompt's log-probabilities, scored chunk by chunk, and the detokenizer of their texts.
+    std::vector<token_logprob> prompt_entries;
+    std::optional<model::incremental_detokenizer> prompt_detokenizer;
+    bool prefill_done() const { return prefilled >= int32_t(req.prompt.size()); }
+  };
+  /// One item of a step's forward pass.
+  struct step_row {
+    sequence* seq = nullptr;
+    bool prefill = false;   // a chunk of a prompt (else one decode token)
+    bool completes = false;  // the chunk ends the prompt
   };
 
   void run_step(step_output& out);
+  /// The prefill items of a static batch: every waiting prompt whole, right-padded.
+  void plan_static_prefill();
+  /// The prefill items of a continuous step, from the planner, and the followers that join it.
+  void plan_chunked_prefill(int64_t decode_rows, int64_t decode_attended);
   /// Picks the next token of `s` from its row of logits: the one place a row becomes a token,
   /// where logit processing (penalties, bias) and log-probabilities hook in.
   int32_t sample_next(sequence& s, const float* logits, int32_t vocab);
@@ -120,10 +152,12 @@ class executor_core {
   void emit(sequence& s, int32_t token, stamp now, step_output& out);
   /// The chunk of `s` in this step's output (a new one when the last is another request's).
   token_chunk& chunk_of(const sequence& s, step_output& out);
-  /// Log-probabilities (issue 14): the prompt's, teacher-forced, from its rows of logits
-  /// (`rows` holds one per prompt token).
-  void emit_prompt_logprobs(sequence& s, const model::logits_view& logits, int32_t first_row,
-                            step_output& out);
+  /// Log-probabilities (issue 14): the prompt's, teacher-forced, from the rows of logits of its
+  /// tokens [start, start + count) (one row per token from `first_row`): the entries of tokens
+  /// start + 1 .. start + count (the first token's, which has none, when start is 0). Kept in
+  /// the sequence until the prompt is complete.
+  void score_prompt_chunk(sequence& s, const model::logits_view& logits, int32_t first_row,
+                          int32_t start, int32_t count);
   void finish(sequence& s, outcome how, finish_reason reason, ec code, std::string message,
               step_output& out);
   void release_ended();
@@ -137,15 +171,25 @@ class executor_core {
   std::function<stamp()> clock_ = now_stamp;
   std::unique_ptr<model::causal_lm> model_;
   std::shared_ptr<const model::tokenizer> tokenizer_;
-  int32_t max_batched_tokens_;
+  step_cost_model costs_;
+  step_planner planner_;
   std::vector<int32_t> free_slots_;
-  std::deque<std::unique_ptr<sequence>> waiting_;   // admitted, not yet prefilled
+  std::deque<std::unique_ptr<sequence>> waiting_;   // admitted, prompt not yet all prefilled
   std::vector<std::unique_ptr<sequence>> running_;  // prefilled
   bool static_batch_ = false;
   // Reused across steps.
   std::vector<model::prefill_item> items_;
   std::vector<std::vector<int32_t>> padded_prompts_;
-  std::vector<sequence*> rows_;
+  std::vector<step_row> rows_;
+  std::vector<waiting_prompt> prompts_;    // the planner's view of waiting_
+  std::vector<sequence*> candidates_;      // the sequence of each entry of prompts_
+  // A waiting sequence whose prompt equals that of an earlier one: it waits for that one's
+  // prefill to complete and then copies it.
+  struct pending_follower {
+    sequence* seq;
+    sequence* leader;
+  };
+  std::vector<pending_follower> pending_followers_;
   // A new sequence whose prompt equals that of rows_[leader_row]: it shares that row's prefill.
   struct follower {
     sequence* seq;

@@ -94,6 +94,9 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(e.slots, 16);
   EXPECT_EQ(e.context, 0);
   EXPECT_EQ(e.max_batched_tokens, 2048);
+  EXPECT_EQ(e.step_target_ratio, 1.25);
+  EXPECT_EQ(e.step_target_ms, 0.0);
+  EXPECT_EQ(e.min_prefill_tokens, 16);
 }
 
 TEST(config_defaults, are_valid) {
@@ -116,7 +119,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 42u);
+  EXPECT_EQ(all.size(), 45u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -133,7 +136,8 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   EXPECT_EQ(all[6], "tokenizer.workers");
   EXPECT_EQ(all[7], "executors");
   EXPECT_EQ(all[8], "executors[].device");
-  EXPECT_EQ(all[13], "cluster.remote");
+  EXPECT_EQ(all[13], "executors[].step_target_ratio");
+  EXPECT_EQ(all[16], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -157,6 +161,9 @@ threads = 2
 slots = 8
 context = 256
 max_batched_tokens = 512
+step_target_ratio = 2.5
+step_target_ms = 12.5
+min_prefill_tokens = 4
 
 [cluster]
 remote = ["gpu1:7000", "gpu2:7000"]
@@ -208,6 +215,9 @@ level = "debug"
   EXPECT_EQ(x.executors[0].slots, 8);
   EXPECT_EQ(x.executors[0].context, 256);
   EXPECT_EQ(x.executors[0].max_batched_tokens, 512);
+  EXPECT_EQ(x.executors[0].step_target_ratio, 2.5);
+  EXPECT_EQ(x.executors[0].step_target_ms, 12.5);
+  EXPECT_EQ(x.executors[0].min_prefill_tokens, 4);
   EXPECT_EQ(x.cluster.remote, (std::vector<std::string>{"gpu1:7000", "gpu2:7000"}));
   EXPECT_EQ(x.batcher.policy, "seed");
   EXPECT_EQ(x.batcher.max_batch_size, 8);
@@ -414,6 +424,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: executors[0].slots: must be at least 1, got 0"},
         bad_value{"[[executors]]\ncontext = -1\n",
                   "conveyor.toml:2: executors[0].context: must be at least 0, got -1"},
+        bad_value{"[[executors]]\nstep_target_ratio = 0.5\n",
+                  "conveyor.toml:2: executors[0].step_target_ratio: must be at least 1, got 0.5"},
+        bad_value{"[[executors]]\nstep_target_ms = -1\n",
+                  "conveyor.toml:2: executors[0].step_target_ms: must be at least 0, got -1"},
+        bad_value{"[[executors]]\nmin_prefill_tokens = 0\n",
+                  "conveyor.toml:2: executors[0].min_prefill_tokens: must be at least 1, got 0"},
         bad_value{"[[executors]]\nmax_batched_tokens = 0\n",
                   "conveyor.toml:2: executors[0].max_batched_tokens: must be at least 1, got 0"},
         bad_value{

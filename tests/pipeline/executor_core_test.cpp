@@ -370,3 +370,276 @@ TEST_F(executor_core_test, a_model_directory_ends_on_its_own_end_ids) {
   EXPECT_EQ(out[1].result.reason, finish_reason::stop);
   EXPECT_EQ(out[1].tokens, std::vector<int32_t>(story.begin(), story.begin() + stop_at));
 }
+
+// -- chunked prefill ----------------------------------------------------------------------------
+
+namespace {
+
+// A prompt of more than 256 tokens: its later chunks attend through the matrix-product path of
+// the loops network (rows_attention_limit), with start > 0.
+std::string long_prompt() {
+  std::string p;
+  for (int i = 0; i < 5; ++i)
+    for (const auto& s : other_prompts) p += s + " ";
+  return p + "Once upon a time";
+}
+
+}  // namespace
+
+// Prompts cut into chunks of a few tokens give exactly the tokens of whole prompts, on both
+// networks, whether they arrive together or join sequences that are decoding.
+TEST_F(executor_core_test, chunked_prefill_gives_the_tokens_of_whole_prompts) {
+  for (auto network : {model::llama_network::loops, model::llama_network::torch_ops}) {
+    SCOPED_TRACE(network == model::llama_network::loops ? "loops" : "torch_ops");
+    std::vector<sequence_request> all;
+    all.push_back(request(1, story_prompt, 60));
+    for (size_t i = 0; i < other_prompts.size(); ++i)
+      all.push_back(request(10 + i, other_prompts[i], 6 + int32_t(i) * 4));
+    all.push_back(request(99, long_prompt(), 20));
+    ASSERT_GT(all.back().prompt.size(), 300u);
+    // Whole prompts, all in the first step.
+    auto whole_core = make_core(int32_t(all.size()), network);
+    step_output ignored;
+    whole_core->admit(all, false, ignored);
+    auto whole = run(*whole_core);
+    EXPECT_EQ(whole[1].tokens, expected.generated());
+    for (int32_t chunk : {1, 3, 7}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk));
+      step_plan_options o;
+      o.max_prompt_tokens = chunk;
+      o.min_prompt_tokens = 1;
+      // Together: the prompts are prefilled one chunk per step, in order.
+      auto together_core = make_core(int32_t(all.size()), network);
+      together_core->set_step_plan_options(o);
+      together_core->admit(all, false, ignored);
+      std::map<request_id, run_result> together;
+      size_t steps = 0, most_prompt_tokens = 0;
+      for (; steps < 20000 && together_core->has_work(); ++steps) {
+        auto s = together_core->step();
+        for (auto& t : s.step_timings) {
+          // A step's tokens: its prompt tokens (at most the chunk) and one per running sequence.
+          ASSERT_LE(t.padded_tokens, size_t(chunk) + all.size());
+          most_prompt_tokens = std::max(most_prompt_tokens, t.padded_tokens);
+        }
+        collect(s, together);
+      }
+      size_t prompt_total = 0;
+      for (auto& r : all) prompt_total += r.prompt.size();
+      EXPECT_GE(steps, prompt_total / size_t(chunk));
+      // Joining one by one, every third step, into 3 slots.
+      auto joining_core = make_core(3, network);
+      joining_core->set_step_plan_options(o);
+      std::map<request_id, run_result> joining;
+      size_t next = 0;
+      for (int step = 0; step < 40000 && (joining_core->has_work() || next < all.size()); ++step) {
+        if (step % 3 == 0 && next < all.size() && joining_core->free_slots() > 0) {
+          step_output admitted;
+          joining_core->admit({all[next++]}, false, admitted);
+          collect(admitted, joining);
+        }
+        collect(joining_core->step(), joining);
+      }
+      ASSERT_EQ(together.size(), all.size());
+      ASSERT_EQ(joining.size(), all.size());
+      for (auto& r : all) {
+        EXPECT_EQ(together[r.id].tokens, whole[r.id].tokens) << "request " << r.id;
+        EXPECT_EQ(together[r.id].text, whole[r.id].text) << "request " << r.id;
+        EXPECT_EQ(together[r.id].result.how, outcome::finished) << "request " << r.id;
+        EXPECT_EQ(together[r.id].result.completion_tokens, whole[r.id].result.completion_tokens);
+        EXPECT_EQ(joining[r.id].tokens, whole[r.id].tokens) << "request " << r.id;
+        EXPECT_EQ(joining[r.id].text, whole[r.id].text) << "request " << r.id;
+      }
+    }
+  }
+}
+
+// Running sequences keep decoding while a long prompt is prefilled in chunks: each step has a
+// row for every running sequence, and the long prompt's first token comes several steps later.
+TEST_F(executor_core_test, running_sequences_decode_every_step_while_a_prompt_is_chunked) {
+  auto core = make_core(3);
+  step_plan_options o;
+  o.max_prompt_tokens = 16;
+  o.min_prompt_tokens = 1;
+  o.target_ms = 1e9;  // the cap alone bounds the chunks, whatever the steps cost
+  core->set_step_plan_options(o);
+  step_output ignored;
+  core->admit({request(1, story_prompt, 60), request(2, other_prompts[0], 60)}, false, ignored);
+  std::map<request_id, run_result> out;
+  collect(core->step(), out);  // both prompts (5 + 7 tokens) fit in one step
+  ASSERT_EQ(out[1].tokens.size(), 1u);
+  ASSERT_EQ(out[2].tokens.size(), 1u);
+  auto long_request = request(3, long_prompt(), 5);
+  const size_t n = long_request.prompt.size();
+  core->admit({long_request}, false, ignored);
+  size_t steps = 0;
+  while (out[3].tokens.empty() && steps < 100) {
+    auto s = core->step();
+    ++steps;
+    ASSERT_EQ(s.step_timings.size(), 1u);
+    // Two decode rows and a chunk of at most 16 prompt tokens.
+    EXPECT_EQ(s.step_timings[0].batch_size, 3u);
+    EXPECT_LE(s.step_timings[0].padded_tokens, 16u + 2u);
+    collect(s, out);
+    EXPECT_EQ(out[1].tokens.size(), 1 + steps);
+    EXPECT_EQ(out[2].tokens.size(), 1 + steps);
+  }
+  EXPECT_EQ(steps, (n + 15) / 16);
+  auto rest = run(*core);
+  for (auto& [id, r] : rest) {
+    out[id].tokens.insert(out[id].tokens.end(), r.tokens.begin(), r.tokens.end());
+    out[id].result = r.result;
+  }
+  EXPECT_EQ(out[1].tokens, expected.generated());
+  EXPECT_EQ(out[3].result.completion_tokens, 5);
+  EXPECT_EQ(core->free_slots(), 3);
+}
+
+// The choices of a request with n > 1 share one prefill when it is chunked too: only the first
+// computes the prompt, chunk by chunk; the others copy it when it completes.
+TEST_F(executor_core_test, equal_prompts_share_a_chunked_prefill) {
+  for (auto network : {model::llama_network::loops, model::llama_network::torch_ops}) {
+    SCOPED_TRACE(network == model::llama_network::loops ? "loops" : "torch_ops");
+    auto core = make_core(4, network);
+    step_plan_options o;
+    o.max_prompt_tokens = 2;
+    o.min_prompt_tokens = 1;
+    core->set_step_plan_options(o);
+    std::vector<sequence_request> choices;
+    for (request_id id = 1; id <= 3; ++id) choices.push_back(request(id, story_prompt, 60));
+    step_output ignored;
+    core->admit(choices, false, ignored);
+    std::map<request_id, run_result> out;
+    // 5 prompt tokens in chunks of 2: three steps of one row each, the prompt computed once.
+    for (int i = 0; i < 3; ++i) {
+      auto s = core->step();
+      ASSERT_EQ(s.step_timings.size(), 1u);
+      EXPECT_EQ(s.step_timings[0].batch_size, 1u);
+      EXPECT_EQ(s.step_timings[0].padded_tokens, i < 2 ? 2u : 1u);
+      collect(s, out);
+    }
+    for (request_id id = 1; id <= 3; ++id) EXPECT_EQ(out[id].tokens.size(), 1u) << id;
+    for (int i = 0; i < 1000 && core->has_work(); ++i) collect(core->step(), out);
+    for (request_id id = 1; id <= 3; ++id) EXPECT_EQ(out[id].tokens, expected.generated()) << id;
+  }
+}
+
+// A sequence cancelled half-way through its chunked prefill ends once and frees its slot; the
+// prompt behind it then gets its turn.
+TEST_F(executor_core_test, a_prompt_cancelled_between_chunks_frees_its_slot) {
+  auto core = make_core(2);
+  step_plan_options o;
+  o.max_prompt_tokens = 4;
+  o.min_prompt_tokens = 1;
+  core->set_step_plan_options(o);
+  step_output ignored;
+  core->admit({request(1, long_prompt(), 10), request(2, story_prompt, 60)}, false, ignored);
+  std::map<request_id, run_result> out;
+  collect(core->step(), out);
+  collect(core->step(), out);
+  EXPECT_EQ(core->free_slots(), 0);
+  EXPECT_TRUE(core->cancel(1));
+  auto s = core->step();
+  collect(s, out);
+  EXPECT_EQ(out[1].result.how, outcome::cancelled);
+  EXPECT_EQ(core->free_slots(), 1);
+  EXPECT_TRUE(out[1].tokens.empty());
+  auto rest = run(*core);
+  EXPECT_EQ(out[2].tokens.size() + rest[2].tokens.size(), expected.generated().size());
+  EXPECT_EQ(rest.count(1), 0u);  // ended exactly once
+  EXPECT_EQ(core->free_slots(), 2);
+}
+
+namespace {
+
+// The real model, whose steps take fake time on a clock the test reads: `fixed_ms` a step,
+// `row_ms` per decode row (an item of one token at a position past 0) and `token_ms` per prompt
+// token.
+class timed_model final : public model::causal_lm {
+ public:
+  timed_model(std::unique_ptr<model::causal_lm> inner, stamp& now, double fixed_ms, double row_ms,
+              double token_ms)
+      : inner_(std::move(inner)), now_(now), fixed_(fixed_ms), row_(row_ms), token_(token_ms) {}
+  const model::llama_shape& shape() const override { return inner_->shape(); }
+  int32_t slots() const override { return inner_->slots(); }
+  int32_t context() const override { return inner_->context(); }
+  bool ignores_end_tokens() const override { return inner_->ignores_end_tokens(); }
+  model::logits_view prefill(const std::vector<model::prefill_item>& items) override {
+    double ms = fixed_;
+    for (const auto& it : items) ms += it.count == 1 && it.start > 0 ? row_ : token_ * it.count;
+    now_ += stamp(ms * 1e6);
+    return inner_->prefill(items);
+  }
+  model::logits_view decode(const std::vector<model::decode_item>& items) override {
+    return inner_->decode(items);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool copies_prefixes() const override { return inner_->copies_prefixes(); }
+  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+    inner_->copy_prefix(from, to, tokens);
+  }
+  int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
+
+ private:
+  std::unique_ptr<model::causal_lm> inner_;
+  stamp& now_;
+  double fixed_, row_, token_;
+};
+
+}  // namespace
+
+// The planner's budget comes from the executor's own measured steps, on its clock: steps of
+// 2 ms + 1 ms per decode row + 0.45 ms per prompt token. With two sequences decoding (4 ms), one
+// prompt waiting and the ratio 1.5, a step may take 4 x (1 + 0.5 x 3 / 2) = 7 ms: 3 ms for
+// prompt tokens, 6 of them (2.7 ms).
+TEST_F(executor_core_test, the_prompt_budget_follows_the_measured_step_costs) {
+  stamp fake_now = 1'000'000'000;
+  model::runtime_options opt;
+  opt.slots = 3;
+  auto m = model::load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m);
+  executor_core core{"test", std::make_unique<timed_model>(std::move(*m), fake_now, 2.0, 1.0, 0.45),
+                     tokenizer};
+  core.set_clock([&] { return fake_now; });
+  step_plan_options o;
+  o.target_ratio = 1.5;
+  o.min_prompt_tokens = 1;
+  core.set_step_plan_options(o);
+  step_output ignored;
+  // Both keep decoding through the test: no end token ends them.
+  auto a = request(1, story_prompt, 200), b = request(2, other_prompts[0], 200);
+  a.params.ignore_eos = b.params.ignore_eos = true;
+  core.admit({a, b}, false, ignored);
+  for (int i = 0; i < 5; ++i) core.step();  // one prefill (nothing decodes: no budget), 4 decodes
+  core.admit({request(3, long_prompt(), 3)}, false, ignored);
+  std::vector<size_t> prompt_tokens;
+  for (int i = 0; i < 30; ++i) {
+    auto s = core.step();
+    ASSERT_EQ(s.step_timings.size(), 1u);
+    prompt_tokens.push_back(s.step_timings[0].padded_tokens - 2);
+  }
+  // The first chunk is planned before any mixed step was seen (the prompt-token cost is then
+  // inferred from the one prefill); from the second on the fit is exact.
+  for (size_t i = 1; i < prompt_tokens.size(); ++i) EXPECT_EQ(prompt_tokens[i], 6u) << "step " << i;
+  const auto& c = core.step_costs().fitted();
+  EXPECT_NEAR(c.fixed_ms, 2.0, 0.05);
+  EXPECT_NEAR(c.per_row_ms, 1.0, 0.05);
+  EXPECT_NEAR(c.per_token_ms, 0.45, 0.001);
+  EXPECT_NEAR(c.per_kilo_attended_ms, 0.0, 0.01);
+}
+
+TEST_F(executor_core_test, a_prompt_without_tokens_is_refused_at_admission) {
+  auto core = make_core(2);
+  auto empty = request(1, story_prompt, 5);
+  empty.prompt.clear();
+  step_output admitted;
+  core->admit({empty, request(2, story_prompt, 60)}, false, admitted);
+  ASSERT_EQ(admitted.results.size(), 1u);
+  EXPECT_EQ(admitted.results[0].id, 1u);
+  EXPECT_EQ(admitted.results[0].how, outcome::failed);
+  EXPECT_EQ(admitted.results[0].code, ec::bad_request);
+  EXPECT_EQ(admitted.results[0].message, "the prompt has no tokens");
+  EXPECT_EQ(core->free_slots(), 1);
+  auto out = run(*core);
+  EXPECT_EQ(out[2].tokens, expected.generated());
+  EXPECT_EQ(out.count(1), 0u);
+}

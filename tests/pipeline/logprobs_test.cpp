@@ -222,6 +222,62 @@ TEST_P(logprobs_test, prompt_logprobs_of_more_rows_than_a_forward_pass) {
     }
 }
 
+TEST_P(logprobs_test, prompt_logprobs_across_prefill_chunks_equal_those_of_whole_prompts) {
+  // The same requests with their prompts cut into chunks of 1, 2 and 3 tokens over several
+  // steps: every prompt position's log-probability, alternatives and text as from the whole
+  // prompt (within 1e-5), and both within the reference's tolerance.
+  auto requests = [&] {
+    std::vector<sequence_request> batch;
+    request_id id = 1;
+    for (const auto& c : fixture["cases"]) {
+      batch.push_back(request(id++, c, 3, true));
+      batch.push_back(request(id++, c, 2, false));
+    }
+    return batch;
+  };
+  auto whole_core = make_core(8);
+  step_output admitted;
+  whole_core->admit(requests(), false, admitted);
+  auto whole = run(*whole_core);
+  for (int32_t chunk : {1, 2, 3}) {
+    SCOPED_TRACE("chunks of " + std::to_string(chunk));
+    auto core = make_core(8);
+    step_plan_options o;
+    o.max_prompt_tokens = chunk;
+    o.min_prompt_tokens = 1;
+    core->set_step_plan_options(o);
+    core->admit(requests(), false, admitted);
+    auto out = run(*core);
+    request_id id = 1;
+    for (const auto& c : fixture["cases"]) {
+      expect_case(out[id], c, 3, true);
+      const auto& a = out[id].prompt_logprobs;
+      const auto& b = whole[id].prompt_logprobs;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].chosen.token, b[i].chosen.token) << i;
+        EXPECT_EQ(a[i].chosen.text, b[i].chosen.text) << i;
+        if (i == 0) {
+          EXPECT_TRUE(std::isnan(a[i].chosen.logprob));
+          continue;
+        }
+        EXPECT_NEAR(a[i].chosen.logprob, b[i].chosen.logprob, 1e-5) << i;
+        ASSERT_EQ(a[i].top.size(), b[i].top.size()) << i;
+        for (size_t k = 0; k < a[i].top.size(); ++k) {
+          EXPECT_EQ(a[i].top[k].token, b[i].top[k].token) << i << " rank " << k;
+          EXPECT_NEAR(a[i].top[k].logprob, b[i].top[k].logprob, 1e-5) << i << " rank " << k;
+          EXPECT_EQ(a[i].top[k].text, b[i].top[k].text) << i << " rank " << k;
+        }
+      }
+      EXPECT_EQ(out[id].tokens, whole[id].tokens);
+      ++id;
+      expect_case(out[id], c, 2, false);
+      EXPECT_EQ(out[id].tokens, whole[id].tokens);
+      ++id;
+    }
+  }
+}
+
 TEST_P(logprobs_test, echo_with_max_tokens_zero_only_scores_the_prompt) {
   const auto& c = fixture["cases"][1];
   auto core = make_core(2);
