@@ -80,29 +80,9 @@ CONVEYOR_INLINE void block(const float* __restrict__ x, int64_t x_stride,
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < vectors; ++c) acc[r][c] = load(row + 16 * c);
   }
-  int64_t i = 0;
-  if constexpr (R <= 2) {
-    // Few rows: too few independent sums to hide the latency of a multiply-add, so alternate
-    // inputs feed a second set of sums, added at the end.
-    v16f odd[R][vectors] = {};
-    for (; i + 2 <= k; i += 2) {
-      const T* w = panel + i * width;
-      const v16f w0 = load(w), w1 = load(w + 16), w2 = load(w + 32);
-      const v16f u0 = load(w + width), u1 = load(w + width + 16), u2 = load(w + width + 32);
-      for (int r = 0; r < R; ++r) {
-        const float a = x[r * x_stride + i], b = x[r * x_stride + i + 1];
-        acc[r][0] += a * w0;
-        acc[r][1] += a * w1;
-        acc[r][2] += a * w2;
-        odd[r][0] += b * u0;
-        odd[r][1] += b * u1;
-        odd[r][2] += b * u2;
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < vectors; ++c) acc[r][c] += odd[r][c];
-  }
-  for (; i < k; ++i) {
+  // Every row sums over the inputs in the same order whatever R: a row's result does not depend
+  // on the other rows of the product (the batch it runs in).
+  for (int64_t i = 0; i < k; ++i) {
     const T* w = panel + i * width;
     const v16f w0 = load(w), w1 = load(w + 16), w2 = load(w + 32);
 #pragma GCC unroll 8

@@ -42,7 +42,8 @@ class packed_matrix {
   int64_t bytes() const;
 
   /// y[m, out] = x[m, in] W, plus `bias[out]` when not null; with `accumulate`, y += x W
-  /// instead (bias ignored). Rows of x are `x_stride` floats apart, rows of y `y_stride`. Runs on
+  /// instead (bias ignored). Each row of y is summed in the same order whatever m and the
+  /// other rows, so a row's result does not depend on the batch it is computed in. Rows of x are `x_stride` floats apart, rows of y `y_stride`. Runs on
   /// torch's intra-op threads when the product is large enough to pay for them.
   void multiply(const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                 const float* bias = nullptr, bool accumulate = false) const;

@@ -118,3 +118,23 @@ TEST(packed_matmul, bf16_rounds_to_nearest_even) {
   EXPECT_TRUE(std::isnan(from_bf16(to_bf16(NAN))));
   EXPECT_EQ(from_bf16(0x3f81), 1.0f + 0x1p-7f);
 }
+
+TEST(packed_matmul, a_row_gives_the_same_bits_whatever_the_batch_around_it) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t in = 288, out = 100;
+  std::vector<float> w(size_t(in * out)), x(size_t(70 * in));
+  for (auto* v : {&w, &x})
+    for (auto& e : *v) e = u(rng);
+  for (auto f : {weight_format::f32, weight_format::bf16}) {
+    packed_matrix p(w.data(), in, out, out, f);
+    std::vector<float> alone(static_cast<size_t>(out)), batch(static_cast<size_t>(70 * out));
+    p.multiply(x.data() + 13 * in, in, 1, alone.data(), out);
+    // Row 13 as the 6th row of a tail block, and inside a full block of eight.
+    for (int64_t m : {14, 17, 70}) {
+      p.multiply(x.data(), in, m, batch.data(), out);
+      for (int64_t c = 0; c < out; ++c)
+        ASSERT_EQ(batch[size_t(13 * out + c)], alone[size_t(c)]) << "m " << m << " col " << c;
+    }
+  }
+}
