@@ -157,6 +157,24 @@ void bm_decode(benchmark::State& state) {
   state.counters["x_weights"] = benchmark::Counter(weights_us * 1e-6, over);
 }
 
+// The decode step of s15m at batch 64 with every sequence at one position: the step reads
+// 2 x layers x batch x kv_dim x (position + 1) floats of cache, so the difference between two
+// positions gives the bandwidth attention reads the cache at.
+void bm_decode_at(benchmark::State& state) {
+  const int32_t batch = 64, position = int32_t(state.range(0));
+  auto model = load(1, batch);
+  std::vector<int32_t> prompt(prompt_length, 300);
+  std::vector<prefill_item> items;
+  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
+  model->prefill(items);
+  std::vector<decode_item> step;
+  for (int32_t b = 0; b < batch; ++b) step.push_back({b, position, 301});
+  for (auto _ : state) benchmark::DoNotOptimize(model->decode(step).data);
+  const auto& s = model->shape();
+  state.counters["cache_MB"] =
+      2.0 * s.n_layers * batch * s.kv_dim() * (position + 1) * sizeof(float) / 1e6;
+}
+
 // One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
 // packs the weights on every call), the packed kernel in f32, and in bf16.
 void bm_matmul(benchmark::State& state) {
@@ -207,6 +225,12 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(bm_prefill)->Apply(args);
 BENCHMARK(bm_decode)->Apply(decode_args);
 BENCHMARK(bm_matmul)->Apply(matmul_args);
+BENCHMARK(bm_decode_at)
+    ->ArgName("position")
+    ->Arg(32)
+    ->Arg(480)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -136,7 +136,7 @@ class llama_loops final : public llama_base {
     // Short prompts go through the row loop; long ones through matrix products (slot -1 here).
     int64_t row = 0;
     for (size_t i = first; i < last; ++i) {
-      const bool by_rows = items[i].start + items[i].count <= rows_attention_limit;
+      const bool by_rows = attends_by_rows(items[i]);
       for (int32_t t = 0; t < items[i].count; ++t, ++row)
         if (!by_rows) slot[row] = -1;
     }
@@ -144,7 +144,7 @@ class llama_loops final : public llama_base {
       rows_attention(layer, n, q, out);
       int64_t offset = 0;
       for (size_t i = first; i < last; ++i) {
-        if (items[i].start + items[i].count > rows_attention_limit)
+        if (!attends_by_rows(items[i]))
           prefill_attention(layer, items[i], offset, q, out);
         offset += items[i].count;
       }
@@ -560,8 +560,14 @@ class llama_loops final : public llama_base {
   int64_t rows_out_ = 0;
   std::vector<prefill_item> decode_as_prefill_;
   // Prompts reaching past this position attend through matrix products instead of the row loop,
-  // whose cost grows with the square of the length.
+  // whose cost grows with the square of the length; a few tokens (a decode step's one, a short
+  // chunk) always take the row loop, whose cost is linear in the span for them.
   static constexpr int64_t rows_attention_limit = 256;
+  static constexpr int32_t rows_attention_tokens = 16;
+
+  static bool attends_by_rows(const prefill_item& it) {
+    return it.start + it.count <= rows_attention_limit || it.count <= rows_attention_tokens;
+  }
   llama_tensors weights_;  // the matrices moved into packed_ and classifier_
   struct packed_layer {
     packed_matrix wqkv, wo, w13, w2;

@@ -2,6 +2,7 @@
 # The measurements behind docs/benchmarks.md section 8 (the speed goals), one at a time, with two
 # builds side by side in the same run: BEFORE (the code before the change) and AFTER.
 #   scripts/bench-speed.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [REPEATS]
+# SECTIONS="2 3" runs only those of the numbered parts below (default: all).
 # Every server is benched by AFTER's `conveyor bench` (the same client for both). Each burst runs
 # REPEATS times (default 3); the doc quotes the median. Nothing else should run meanwhile.
 set -euo pipefail
@@ -12,6 +13,8 @@ cd "$(dirname "$0")/.."
 port=${CONVEYOR_BENCH_PORT:-18123}
 client="$after/apps/conveyor"
 pid=
+sections=${SECTIONS:-1 2 3 4 5 6}
+want() { [[ " $sections " == *" $1 "* ]]; }
 
 serve() {  # BUILD_DIR serve-args...
   local build=$1
@@ -45,35 +48,35 @@ s15m=(--model synthetic:s15m)
 slots() { echo --set executors=cpu --set "executors[0].slots=$1" --set "batcher.max_num_seqs=$1"; }
 
 # 1. The model steps.
-"$after/benchmarks/conveyor_model_bench" --benchmark_min_time=0.5 >"$out/model-after.txt" 2>&1
-"$before/benchmarks/conveyor_model_bench" --benchmark_filter='bm_decode/model:1' \
+want 1 && "$after/benchmarks/conveyor_model_bench" --benchmark_min_time=0.5 >"$out/model-after.txt" 2>&1
+want 1 && "$before/benchmarks/conveyor_model_bench" --benchmark_filter='bm_decode/model:1' \
   --benchmark_min_time=0.5 >"$out/model-before.txt" 2>&1
 
 # 2. The s15m burst through HTTP: before and after, 16 and 32 slots.
-for r in $(seq 1 "$repeats"); do
+want 2 && for r in $(seq 1 "$repeats"); do
   for build in before after; do
     dir=$before
     [ $build = after ] && dir=$after
     for n in 16 32; do
       # shellcheck disable=SC2046
       serve "$dir" "${s15m[@]}" $(slots $n)
-      over_http "s15m-burst-$build-$n-run$r" $burst synthetic:s15m
+      over_http "s15m-burst-$build-$n-run$r" $burst s15m
       stop
     done
   done
 done
 
 # 3. s15m at 5 requests/s through HTTP: before and after (16 slots).
-for build in before after; do
+want 3 && for build in before after; do
   dir=$before
   [ $build = after ] && dir=$after
   serve "$dir" "${s15m[@]}"
-  over_http "s15m-r5-$build" $light synthetic:s15m
+  over_http "s15m-r5-$build" $light s15m
   stop
 done
 
 # 4. The stories260K burst: in process and through HTTP (after), with the client's cost.
-for r in $(seq 1 "$repeats"); do
+want 4 && for r in $(seq 1 "$repeats"); do
   /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/stories-burst-inprocess-run$r.client" \
     "$client" bench --workload $burst --policies continuous -q \
     --json "$out/stories-burst-inprocess-run$r.json" >"$out/stories-burst-inprocess-run$r.txt"
@@ -81,4 +84,16 @@ for r in $(seq 1 "$repeats"); do
   over_http "stories-burst-http-run$r" $burst stories260K
   stop
 done
+# 5. The server's own ceiling (trivial model, 64 streams), before and after, same client.
+want 5 && for r in $(seq 1 "$repeats"); do
+  SERVER="$before/apps/conveyor" BUILD="$after" JSON="$out/ceiling-before-run$r.json" \
+    scripts/http-ceiling.sh >"$out/ceiling-before-run$r.txt" 2>&1
+  BUILD="$after" JSON="$out/ceiling-after-run$r.json" scripts/http-ceiling.sh \
+    >"$out/ceiling-after-run$r.txt" 2>&1
+done
+
+# 6. oneDNN's matmul on the same shapes as bm_matmul, where it is built.
+if want 6 && [ -x "$after/benchmarks/conveyor_dnnl_bench" ]; then
+  "$after/benchmarks/conveyor_dnnl_bench" --benchmark_min_time=0.5 >"$out/dnnl.txt" 2>&1
+fi
 echo "raw results in $out"
