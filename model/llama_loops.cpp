@@ -16,6 +16,7 @@
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
 #include "model/packed_matmul.hpp"
+#include "model/parallel_grain.hpp"
 
 namespace conveyor::model {
 
@@ -204,7 +205,7 @@ class llama_loops final : public llama_base {
   // Runs f(begin, end) over [0, n) rows, in parallel when each row has `row_cost` work.
   template <class F>
   static void over_rows(int64_t n, int64_t row_cost, F&& f) {
-    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_cost, 1));
+    const int64_t grain = grain_for(row_cost);
     at::parallel_for(0, n, grain, f);
   }
 
@@ -350,8 +351,7 @@ class llama_loops final : public llama_base {
     const int64_t ctx = context_;
     int64_t longest = 1;
     for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
-    // Enough work per task that threads pay off: about 32k multiply-adds.
-    const int64_t grain = std::max<int64_t>(1, 32768 / (longest * hs * g));
+    const int64_t grain = grain_for(longest * hs * g);
     // One task per (row, kv head): the g query heads that share a kv head read its keys and
     // values once.
     at::parallel_for(0, n * kvh, grain, [&](int64_t begin, int64_t end) {

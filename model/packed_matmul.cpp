@@ -1,5 +1,6 @@
 // The packed weight layout and its matrix-product kernel (see packed_matmul.hpp).
 #include "model/packed_matmul.hpp"
+#include "model/parallel_grain.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -145,10 +146,10 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
                   bool accumulate) {
   if (m <= 0 || out <= 0) return;
   const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
-  // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them. About
-  // 100k multiply-adds per task at least, so that a small product stays on one thread.
+  // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them, so that
+  // a small product stays on one thread.
   const int64_t task_cost = std::min(m, chunk_rows) * std::max<int64_t>(k, 1) * width;
-  const int64_t grain = std::max<int64_t>(1, 100000 / task_cost);
+  const int64_t grain = grain_for(task_cost);
   at::parallel_for(0, chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;

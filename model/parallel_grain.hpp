@@ -1,0 +1,21 @@
+// How much work a thread must get before a loop of the CPU network is split across threads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace conveyor::model {
+
+/// Multiply-adds (or elements) a thread must get before a loop is split across torch's intra-op
+/// threads. Each split is an OpenMP fork and join; on a machine whose cores also run the server's
+/// I/O, the actors and perhaps the client, a worker descheduled at the join stalls the whole
+/// step, so only loops worth tens of microseconds per thread are split (docs/benchmarks.md,
+/// section 8).
+inline constexpr int64_t min_work_per_thread = int64_t{1} << 19;
+
+/// The grain (items per task) for items of `cost` each.
+inline int64_t grain_for(int64_t cost) {
+  return std::max<int64_t>(1, min_work_per_thread / std::max<int64_t>(cost, 1));
+}
+
+}  // namespace conveyor::model
