@@ -480,6 +480,22 @@ TEST(llama, logits_agree_with_plain_reference_for_an_odd_head_size) {
   compare_with_reference(w, filler_prompt(20, 3), {4, 6, 9, 19}, llama_network::torch_ops);
 }
 
+namespace {
+
+// The largest difference between the logits of a filler prompt's last position on `a` and `b`.
+float last_logits_difference(causal_lm& a, causal_lm& b, int32_t length) {
+  auto prompt = filler_prompt(length, uint32_t(length));
+  const auto ra = a.prefill({{1, 0, prompt.data(), length, -1}});
+  const std::vector<float> reference(ra.data, ra.data + ra.vocab);
+  const auto rb = b.prefill({{1, 0, prompt.data(), length, -1}});
+  float worst = 0;
+  for (int32_t i = 0; i < ra.vocab; ++i)
+    worst = std::max(worst, std::abs(reference[size_t(i)] - rb.data[i]));
+  return worst;
+}
+
+}  // namespace
+
 // bfloat16 keeps 8 bits of mantissa: logits drift by about 1 % of their range and a greedy
 // run follows float32 until two candidates come within that drift. Measured on stories260K:
 // alone the first 23 of the 60 expected tokens agree, beside another sequence the first 16 (the
@@ -512,15 +528,8 @@ TEST(llama, bf16_stays_within_its_stated_tolerance_of_f32) {
   opt.dtype = compute_dtype::bf16;
   auto bf16 = make_llama(*w, opt);
   ASSERT_TRUE(f32 && bf16);
-  for (int32_t length : {5, 40, 300}) {
-    auto prompt = filler_prompt(length, uint32_t(length));
-    const auto a = (*f32)->prefill({{1, 0, prompt.data(), length, -1}});
-    const std::vector<float> reference(a.data, a.data + a.vocab);
-    const auto c = (*bf16)->prefill({{1, 0, prompt.data(), length, -1}});
-    float worst = 0;
-    for (int32_t i = 0; i < a.vocab; ++i) worst = std::max(worst, std::abs(reference[i] - c.data[i]));
-    EXPECT_LT(worst, 0.35f) << "prompt of " << length;
-  }
+  for (int32_t length : {5, 40, 300})
+    EXPECT_LT(last_logits_difference(**f32, **bf16, length), 0.35f) << "prompt of " << length;
 }
 
 namespace {
@@ -586,15 +595,8 @@ TEST(llama, the_plain_loops_in_bf16_follow_f32_within_the_stated_tolerance) {
   while (agree < want.size() && b.running[0].out[agree] == want[agree]) ++agree;
   std::printf("bf16 plain loops: %zu of %zu greedy tokens agree with f32\n", agree, want.size());
   float worst_all = 0;
-  for (int32_t length : {5, 40, 300}) {
-    auto prompt = filler_prompt(length, uint32_t(length));
-    const auto a = (*f32)->prefill({{1, 0, prompt.data(), length, -1}});
-    const std::vector<float> reference(a.data, a.data + a.vocab);
-    const auto c = (*bf16)->prefill({{1, 0, prompt.data(), length, -1}});
-    float worst = 0;
-    for (int32_t i = 0; i < a.vocab; ++i) worst = std::max(worst, std::abs(reference[i] - c.data[i]));
-    worst_all = std::max(worst_all, worst);
-  }
+  for (int32_t length : {5, 40, 300})
+    worst_all = std::max(worst_all, last_logits_difference(**f32, **bf16, length));
   std::printf("bf16 plain loops: largest logit difference %.4f\n", worst_all);
   EXPECT_GE(agree, 40u);
   EXPECT_LT(worst_all, 0.1f);
