@@ -225,7 +225,7 @@ TEST_P(logprobs_test, prompt_logprobs_of_more_rows_than_a_forward_pass) {
 TEST_P(logprobs_test, prompt_logprobs_across_prefill_chunks_equal_those_of_whole_prompts) {
   // The same requests with their prompts cut into chunks of 1, 2 and 3 tokens over several
   // steps: every prompt position's log-probability, alternatives and text as from the whole
-  // prompt (within 1e-5), and both within the reference's tolerance.
+  // prompt (within 1e-5 on the plain loops, 1e-4 on torch operations), and both within the reference's tolerance.
   auto requests = [&] {
     std::vector<sequence_request> batch;
     request_id id = 1;
@@ -239,6 +239,11 @@ TEST_P(logprobs_test, prompt_logprobs_across_prefill_chunks_equal_those_of_whole
   step_output admitted;
   whole_core->admit(requests(), false, admitted);
   auto whole = run(*whole_core);
+  // The plain loops sum every row in one order whatever the rows around it, so chunks change
+  // nothing but float32 rounding in attention; torch's BLAS (the CUDA build's wheel runs it on
+  // the CPU here) blocks its products by their row count, which moves logprobs near -4 by about
+  // 1e-5.
+  const double chunk_tolerance = GetParam() == model::llama_network::loops ? 1e-5 : 1e-4;
   for (int32_t chunk : {1, 2, 3}) {
     SCOPED_TRACE("chunks of " + std::to_string(chunk));
     auto core = make_core(8);
@@ -261,11 +266,11 @@ TEST_P(logprobs_test, prompt_logprobs_across_prefill_chunks_equal_those_of_whole
           EXPECT_TRUE(std::isnan(a[i].chosen.logprob));
           continue;
         }
-        EXPECT_NEAR(a[i].chosen.logprob, b[i].chosen.logprob, 1e-5) << i;
+        EXPECT_NEAR(a[i].chosen.logprob, b[i].chosen.logprob, chunk_tolerance) << i;
         ASSERT_EQ(a[i].top.size(), b[i].top.size()) << i;
         for (size_t k = 0; k < a[i].top.size(); ++k) {
           EXPECT_EQ(a[i].top[k].token, b[i].top[k].token) << i << " rank " << k;
-          EXPECT_NEAR(a[i].top[k].logprob, b[i].top[k].logprob, 1e-5) << i << " rank " << k;
+          EXPECT_NEAR(a[i].top[k].logprob, b[i].top[k].logprob, chunk_tolerance) << i << " rank " << k;
           EXPECT_EQ(a[i].top[k].text, b[i].top[k].text) << i << " rank " << k;
         }
       }
