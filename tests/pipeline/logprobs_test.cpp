@@ -225,7 +225,8 @@ TEST_P(logprobs_test, prompt_logprobs_of_more_rows_than_a_forward_pass) {
 TEST_P(logprobs_test, prompt_logprobs_across_prefill_chunks_equal_those_of_whole_prompts) {
   // The same requests with their prompts cut into chunks of 1, 2 and 3 tokens over several
   // steps: every prompt position's log-probability, alternatives and text as from the whole
-  // prompt (within 1e-5 on the plain loops, 1e-4 on torch operations), and both within the reference's tolerance.
+  // prompt (within 1e-5 on the plain loops, 1e-4 on torch operations), and both within the
+  // reference's tolerance.
   auto requests = [&] {
     std::vector<sequence_request> batch;
     request_id id = 1;
