@@ -11,12 +11,12 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
 #include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
 #include "model/packed_matmul.hpp"
+#include "model/work_pool.hpp"
 
 using namespace conveyor::model;
 
@@ -41,7 +41,7 @@ double matmul_rate() {
   return rate;
 }
 
-// Bytes/s read from memory by every compute thread summing its share of a 512 MiB buffer (far
+// Bytes/s read from memory by the compute pool's threads summing its share of a 512 MiB buffer (far
 // larger than the caches), best of five passes.
 double read_bandwidth() {
   static const double rate = [] {
@@ -51,13 +51,13 @@ double read_bandwidth() {
     for (int pass = 0; pass < 5; ++pass) {
       std::vector<float> sums(256, 0.0f);
       auto start = std::chrono::steady_clock::now();
-      at::parallel_for(0, n, n / 64, [&](int64_t begin, int64_t end) {
+      parallel_for(n, n / 64, [&](int64_t begin, int64_t end) {
         float lanes[16] = {};
         for (int64_t i = begin; i + 16 <= end; i += 16)
           for (int l = 0; l < 16; ++l) lanes[l] += buffer[size_t(i + l)];
         float total = 0;
         for (float v : lanes) total += v;
-        sums[size_t(at::get_thread_num())] += total;
+        sums[size_t(begin / (n / 64))] += total;
       });
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -234,8 +234,12 @@ BENCHMARK(bm_decode_at)
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  // Every core computes, as `conveyor serve` and `bench` do by default.
-  set_compute_threads(int32_t(std::max(1u, std::thread::hardware_concurrency())));
+  // Every core computes, as `conveyor serve` and `bench` do by default; CONVEYOR_THREADS=N
+  // measures N threads instead.
+  int32_t threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* t = std::getenv("CONVEYOR_THREADS"); t != nullptr && std::atoi(t) > 0)
+    threads = int32_t(std::atoi(t));
+  set_compute_threads(threads);
   std::fprintf(stderr,
                "%s\nmatmul rate: %.1f GFLOP/s, memory read bandwidth: %.1f GB/s "
                "(model 0 = stories260K, 1 = synthetic:s15m)\n",

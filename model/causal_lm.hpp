@@ -173,7 +173,8 @@ expected<llama_shape> shape_of(const std::string& spec);
 /// (`default_tokenizer_path`, resolved like `resolve_path`).
 std::string default_tokenizer_for(const std::string& model_spec);
 
-/// Sets the number of threads torch and the BLAS use in this process.
+/// Sets the number of threads the CPU network (model/work_pool.hpp), torch and the BLAS use in
+/// this process.
 void set_compute_threads(int32_t threads);
 
 /// A line saying which BLAS library is loaded and how many threads it and torch use.

@@ -8,7 +8,6 @@
 #include <limits>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
 #include "model/causal_lm.hpp"
@@ -17,6 +16,7 @@
 #include "model/llama_layout.hpp"
 #include "model/packed_matmul.hpp"
 #include "model/parallel_grain.hpp"
+#include "model/work_pool.hpp"
 
 namespace conveyor::model {
 
@@ -58,12 +58,13 @@ class llama_loops final : public llama_base {
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
 
-    // The KV cache, [layer][slot, kv_head, position, head] flattened to rows of head_size.
-    // Keys are stored transposed, [slot, kv_head, head element, position], so that the scores of
-    // one query over all positions are a run of contiguous multiply-adds; values as
-    // [slot, kv_head, position, head element], so that the weighted sum is too.
-    // (Eight floats of slack per layer: the score loop reads whole blocks of eight positions.)
-    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * hs * context_ + 8});
+    // The KV cache per layer. Keys in blocks of eight positions, each block transposed:
+    // [slot, kv_head, position / 8, head element, position % 8], so that the scores of a query
+    // over eight positions are eight lanes of one register, summed over the head's elements
+    // from one contiguous run of the cache (key_blocks_ blocks per head, context rounded up).
+    // Values as [slot, kv_head, position, head element], so that the weighted sum is contiguous.
+    key_blocks_ = (context_ + 7) / 8;
+    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs});
     v_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs});
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
@@ -116,10 +117,11 @@ class llama_loops final : public llama_base {
     c10::InferenceMode guard;
     const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads;
     for (int64_t l = 0; l < shape_.n_layers; ++l) {
-      // Keys are transposed ([slot, kv_head, element, position]): a run of `tokens` per element.
-      auto keys = k_cache_[l].narrow(0, 0, int64_t{slots_} * kvh * hs * context_).view(
-          {slots_, kvh, hs, context_});
-      keys[to].narrow(2, 0, tokens).copy_(keys[from].narrow(2, 0, tokens));
+      // Keys in blocks of eight positions: the blocks that hold the first `tokens` (positions
+      // past them in the last block are rewritten before anything reads them).
+      auto keys = k_cache_[l].view({slots_, kvh, key_blocks_, 8 * hs});
+      const int64_t blocks = (int64_t{tokens} + 7) / 8;
+      keys[to].narrow(1, 0, blocks).copy_(keys[from].narrow(1, 0, blocks));
       auto values = v_cache_[l].view({slots_, kvh, context_, hs});
       values[to].narrow(1, 0, tokens).copy_(values[from].narrow(1, 0, tokens));
     }
@@ -206,7 +208,7 @@ class llama_loops final : public llama_base {
   template <class F>
   static void over_rows(int64_t n, int64_t row_cost, F&& f) {
     const int64_t grain = grain_for(row_cost);
-    at::parallel_for(0, n, grain, f);
+    parallel_for(n, grain, f);
   }
 
   // out = in / rms(in), row by row (rows of `in` contiguous). The norm's weight is folded into
@@ -294,9 +296,13 @@ class llama_loops final : public llama_base {
                   .view({t, kvh, g, hs})
                   .permute({1, 2, 0, 3})
                   .reshape({kvh, g * t, hs});
+    // [kvh, blocks, hs, 8] -> [kvh, hs, span].
+    const int64_t blocks = (span + 7) / 8;
     auto keys_t = k_cache_[layer]
-                      .narrow(0, 0, int64_t{slots_} * kvh * hs * context_)
-                      .view({slots_, kvh, hs, context_})[it.slot]
+                      .view({slots_, kvh, key_blocks_, hs, 8})[it.slot]
+                      .narrow(1, 0, blocks)
+                      .permute({0, 2, 1, 3})
+                      .reshape({kvh, hs, blocks * 8})
                       .narrow(2, 0, span);
     auto values = v_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
     auto scores = at::bmm(qi, keys_t).mul_(1.0 / std::sqrt(double(hs)));
@@ -313,7 +319,7 @@ class llama_loops final : public llama_base {
   // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
   // rows of (slot, kv_head, position) listed in ws_cache_rows_.
   void write_cache(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
-    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, ctx = context_;
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, kb = key_blocks_;
     const auto* rows = ws_cache_rows_.data_ptr<int64_t>();
     const auto* pos = ws_positions_.data_ptr<int64_t>();
     float* kc = k_cache_[layer].data_ptr<float>();
@@ -323,11 +329,12 @@ class llama_loops final : public llama_base {
     const int64_t ks = k.stride(0), vs = v.stride(0);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < kvh; ++h) {
-        // rows[] = (slot * kvh + h) * ctx + position.
+        // rows[] = (slot * kvh + h) * context_ + position.
         const int64_t row = rows[i * kvh + h];
-        const int64_t head_base = (row - pos[i]) * hs;  // (slot * kvh + h) * hs * ctx
+        const int64_t head = (row - pos[i]) / context_;
+        float* block = kc + ((head * kb + pos[i] / 8) * hs) * 8 + pos[i] % 8;
         const float* key = kp + i * ks + h * hs;
-        for (int64_t e = 0; e < hs; ++e) kc[head_base + e * ctx + pos[i]] = key[e];
+        for (int64_t e = 0; e < hs; ++e) block[e * 8] = key[e];
         std::memcpy(vc + row * hs, vp + i * vs + h * hs, size_t(hs) * sizeof(float));
       }
   }
@@ -348,21 +355,22 @@ class llama_loops final : public llama_base {
     const auto* pos = ws_positions_.data_ptr<int64_t>();
     const auto* slot = ws_slots_.data_ptr<int64_t>();
     const float scale = 1.0f / std::sqrt(float(hs));
-    const int64_t ctx = context_;
+    const int64_t ctx = key_blocks_ * 8;  // positions per head in the key cache; scores' stride
     int64_t longest = 1;
     for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
     const int64_t grain = grain_for(longest * hs * g);
     // One task per (row, kv head): the g query heads that share a kv head read its keys and
     // values once.
-    at::parallel_for(0, n * kvh, grain, [&](int64_t begin, int64_t end) {
+    parallel_for(n * kvh, grain, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scores;
       if (int64_t(scores.size()) < ctx * g + 8) scores.resize(size_t(ctx * g + 8));
       for (int64_t r = begin; r < end; ++r) {
         const int64_t i = r / kvh, kh = r % kvh;
         if (slot[i] < 0) continue;
-        const int64_t base = (slot[i] * kvh + kh) * ctx;
-        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + base * hs, ctx, vc + base * hs,
-                        pos[i] + 1, scale, scores.data(), op + (i * heads + kh * g) * hs);
+        const int64_t head = slot[i] * kvh + kh;
+        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + head * ctx * hs, ctx,
+                        vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
+                        op + (i * heads + kh * g) * hs);
       }
     });
   }
@@ -395,8 +403,9 @@ class llama_loops final : public llama_base {
   }
 
   // Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
-  // head: keys transposed (hs rows of `ctx` positions), values (span x hs, contiguous); into out
-  // (g x hs). HS > 0 fixes hs at compile time. Every inner loop runs over contiguous memory.
+  // head: keys in blocks of eight positions (hs x 8 each, contiguous), values (span x hs,
+  // contiguous); into out (g x hs). Rows of `scores` are ctx (a multiple of 8) apart. HS > 0
+  // fixes hs at compile time. Every inner loop runs over contiguous memory.
   // The same with eight-wide vectors (GCC vector extensions, so that it vectorizes whatever the
   // optimizer decides) for head sizes that are multiples of 8.
   template <int HS>
@@ -408,19 +417,23 @@ class llama_loops final : public llama_base {
     static_assert(HS % 8 == 0, "vector attention needs a head size that is a multiple of 8");
     constexpr int64_t blocks = HS / 8;
     const int64_t body = span - span % 8;
-    // Scores of the g heads, one pass per head element over its row of keys: each pass reads
-    // one contiguous run of the cache (rows `ctx` floats apart would alias in the L1 cache if
-    // read side by side), and the g heads that share the kv head share each load. Blocks of
-    // eight positions; the last may read past `span` (within the cache's slack) and write past
-    // it (within the scores' slack): those lanes are ignored.
-    for (int64_t j = 0; j < g; ++j)
-      for (int64_t t0 = 0; t0 < span; t0 += 8) store8(scores + j * ctx + t0, v8f{});
-    for (int64_t e = 0; e < HS; ++e) {
-      const float* row = keys_t + e * ctx;
+    // Scores of the g heads, eight positions at a time: a block of keys is HS runs of eight
+    // positions, so the eight scores stay in registers (four partial sums, for the multiply-add
+    // latency) and the whole pass reads the head's keys as one contiguous run. The last block
+    // may hold positions past `span` (stale or zero): their lanes are written and ignored.
+    static_assert(HS % 4 == 0);
+    for (int64_t t0 = 0; t0 < span; t0 += 8) {
+      const float* block = keys_t + t0 * HS;
       for (int64_t j = 0; j < g; ++j) {
-        const float qe = q[j * HS + e] * scale;
-        float* sj = scores + j * ctx;
-        for (int64_t t0 = 0; t0 < span; t0 += 8) store8(sj + t0, load8(sj + t0) + qe * load8(row + t0));
+        const float* qj = q + j * HS;
+        v8f acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+        for (int64_t e = 0; e < HS; e += 4) {
+          acc0 += qj[e] * load8(block + 8 * e);
+          acc1 += qj[e + 1] * load8(block + 8 * (e + 1));
+          acc2 += qj[e + 2] * load8(block + 8 * (e + 2));
+          acc3 += qj[e + 3] * load8(block + 8 * (e + 3));
+        }
+        store8(scores + j * ctx + t0, ((acc0 + acc1) + (acc2 + acc3)) * scale);
       }
     }
     for (int64_t j = 0; j < g; ++j) {
@@ -493,17 +506,17 @@ class llama_loops final : public llama_base {
                             const float* __restrict__ values, int64_t span, float scale,
                             float* __restrict__ scores, float* __restrict__ out) {
     for (int64_t j = 0; j < g; ++j) {
-      // Scores in blocks of eight positions kept in registers across the head elements. The
-      // last block may read past `span` (never past ctx, a multiple of 8): those scores are
-      // ignored. Rows of `scores` are ctx apart.
+      // Scores in blocks of eight positions (a block of keys is hs runs of eight) kept in
+      // registers across the head elements. The last block may hold positions past `span`:
+      // those scores are ignored. Rows of `scores` are ctx (a multiple of 8) apart.
       float* sj = scores + j * ctx;
       const float* qj = q + j * hs;
       for (int64_t t0 = 0; t0 < span; t0 += 8) {
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        const float* block = keys_t + t0 * hs;
         for (int64_t e = 0; e < hs; ++e) {
           const float qe = qj[e] * scale;
-          const float* ke = keys_t + e * ctx + t0;
-          for (int64_t l = 0; l < 8; ++l) acc[l] += qe * ke[l];
+          for (int64_t l = 0; l < 8; ++l) acc[l] += qe * block[e * 8 + l];
         }
         for (int64_t l = 0; l < 8; ++l) sj[t0 + l] = acc[l];
       }
@@ -575,6 +588,7 @@ class llama_loops final : public llama_base {
   std::vector<packed_layer> packed_;
   packed_matrix classifier_;
   at::Tensor k_cache_, v_cache_;
+  int64_t key_blocks_ = 0;  // blocks of eight positions per head in k_cache_
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
       ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_, ws_slots_;
 };

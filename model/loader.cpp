@@ -11,6 +11,7 @@
 #include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
+#include "model/work_pool.hpp"
 
 namespace conveyor::model {
 
@@ -144,6 +145,7 @@ std::string default_tokenizer_for(const std::string& model_spec) {
 void set_compute_threads(int32_t threads) {
   if (threads < 1) return;
   at::set_num_threads(threads);
+  compute_pool().resize(threads);
   using setter = void (*)(int);
   if (auto f = reinterpret_cast<setter>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     f(threads);
@@ -170,7 +172,8 @@ std::string compute_backend_description() {
   }
   os << "; libraries:";
   for (const auto& lib : libs) os << ' ' << lib;
-  os << "; torch intra-op threads " << at::get_num_threads();
+  os << "; torch intra-op threads " << at::get_num_threads() << "; compute pool threads "
+     << compute_pool().threads();
   return os.str();
 }
 

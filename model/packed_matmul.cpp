@@ -1,11 +1,11 @@
 // The packed weight layout and its matrix-product kernel (see packed_matmul.hpp).
 #include "model/packed_matmul.hpp"
 #include "model/parallel_grain.hpp"
+#include "model/work_pool.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include <ATen/Parallel.h>
 
 namespace conveyor::model {
 
@@ -150,7 +150,7 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
   // a small product stays on one thread.
   const int64_t task_cost = std::min(m, chunk_rows) * std::max<int64_t>(k, 1) * width;
   const int64_t grain = grain_for(task_cost);
-  at::parallel_for(0, chunks * panels, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;
       const int64_t last = std::min(panels, first + (end - begin));

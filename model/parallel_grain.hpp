@@ -6,11 +6,10 @@
 
 namespace conveyor::model {
 
-/// Multiply-adds (or elements) a thread must get before a loop is split across torch's intra-op
-/// threads. Each split is an OpenMP fork and join; on a machine whose cores also run the server's
-/// I/O, the actors and perhaps the client, a worker descheduled at the join stalls the whole
-/// step, so only loops worth tens of microseconds per thread are split (docs/benchmarks.md,
-/// section 8).
+/// Multiply-adds (or elements) a piece of a loop must have before the loop is split across the
+/// compute pool (model/work_pool.hpp). Each split wakes workers and waits for their last piece;
+/// on a machine whose cores also run the server's I/O, the actors and perhaps the client, only
+/// loops worth tens of microseconds per piece are split (docs/benchmarks.md, section 8).
 inline constexpr int64_t min_work_per_thread = int64_t{1} << 19;
 
 /// The grain (items per task) for items of `cost` each.

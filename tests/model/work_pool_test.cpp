@@ -1,0 +1,226 @@
+// The compute pool: every item of a loop runs exactly once, pieces run concurrently on distinct
+// threads, a held-up worker delays only its own piece (the caller takes the rest), sleeping
+// workers wake for the next loop, and nested, concurrent and failing calls end cleanly.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/work_pool.hpp"
+
+using namespace conveyor::model;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A condition one thread waits for and another makes true. The wait gives up after a minute so
+// that a pool that never runs the other piece fails the test instead of hanging it; the test's
+// outcome never depends on how fast the machine is.
+class event {
+ public:
+  void set() {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      set_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, 60s, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
+// Runs the loop and checks that every index of [0, n) was visited exactly once.
+void expect_each_once(work_pool& pool, int64_t n, int64_t grain) {
+  std::unique_ptr<std::atomic<int>[]> hits(new std::atomic<int>[size_t(n)]);
+  for (int64_t i = 0; i < n; ++i) hits[size_t(i)] = 0;
+  std::atomic<int64_t> calls{0};
+  pool.run(n, grain, [&](int64_t begin, int64_t end) {
+    ASSERT_LE(0, begin);
+    ASSERT_LT(begin, end);
+    ASSERT_LE(end, n);
+    ++calls;
+    for (int64_t i = begin; i < end; ++i) ++hits[size_t(i)];
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "n " << n << " index " << i;
+  EXPECT_LE(calls.load(), int64_t(pool.threads()) * work_pool::pieces_per_thread);
+  if (n > grain) {
+    EXPECT_LE(calls.load(), (n + grain - 1) / grain);
+  }
+}
+
+}  // namespace
+
+TEST(work_pool, every_item_runs_exactly_once) {
+  for (auto spin : {0us, work_pool::default_spin}) {
+    work_pool pool(4, spin);
+    for (int64_t n : {1, 2, 3, 7, 64, 1000, 100003})
+      for (int64_t grain : {1, 3, 50, 1000}) expect_each_once(pool, n, grain);
+  }
+}
+
+TEST(work_pool, a_loop_within_its_grain_runs_on_the_caller_in_one_call) {
+  work_pool pool(4);
+  std::vector<std::thread::id> ran;
+  pool.run(10, 10, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 10);
+    ran.push_back(std::this_thread::get_id());
+  });
+  ASSERT_EQ(ran.size(), 1u);
+  EXPECT_EQ(ran[0], std::this_thread::get_id());
+  pool.run(0, 1, [&](int64_t, int64_t) { ADD_FAILURE() << "an empty loop ran"; });
+}
+
+TEST(work_pool, pieces_run_concurrently_on_distinct_threads) {
+  work_pool pool(2);
+  event first, second;
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<int> started{0};
+  pool.run(2, 1, [&](int64_t begin, int64_t end) {
+    ASSERT_EQ(end - begin, 1);
+    {
+      std::lock_guard<std::mutex> guard(m);
+      threads.insert(std::this_thread::get_id());
+    }
+    // Each piece waits for the other to have started: only two threads at once get through.
+    if (started.fetch_add(1) == 0) {
+      EXPECT_TRUE(second.wait()) << "the other piece never started";
+      first.set();
+    } else {
+      second.set();
+      EXPECT_TRUE(first.wait());
+    }
+  });
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(pool.pieces_by_workers(), 1u);
+}
+
+TEST(work_pool, a_held_up_worker_delays_only_its_own_piece) {
+  // Eight pieces of one item on two threads. The caller's first piece waits until a worker holds
+  // a piece; that worker's piece waits until the other seven are done, which only the caller can
+  // do: with a static split in halves the worker would hold four and this would never finish.
+  work_pool pool(2);
+  const auto caller = std::this_thread::get_id();
+  event worker_in, others_done;
+  std::atomic<int> by_caller{0};
+  std::atomic<bool> caller_waited{false};
+  pool.run(8, 1, [&](int64_t begin, int64_t end) {
+    ASSERT_EQ(end - begin, 1);
+    if (std::this_thread::get_id() == caller) {
+      if (!caller_waited.exchange(true)) {
+        EXPECT_TRUE(worker_in.wait()) << "no worker woke";
+      }
+      if (++by_caller == 7) others_done.set();
+    } else {
+      worker_in.set();
+      EXPECT_TRUE(others_done.wait()) << "the caller did not take the remaining pieces";
+    }
+  });
+  EXPECT_EQ(by_caller.load(), 7);
+  EXPECT_EQ(pool.pieces_by_workers(), 1u);
+}
+
+TEST(work_pool, idle_workers_sleep_and_wake_for_the_next_loop) {
+  work_pool pool(3, 0us);
+  for (int round = 0; round < 3; ++round) {
+    // With no spin, both workers go to sleep as soon as they are idle; wait until they have.
+    while (pool.sleeping() < 2) std::this_thread::yield();
+    event a, b;
+    std::atomic<int> started{0};
+    pool.run(2, 1, [&](int64_t, int64_t) {
+      if (started.fetch_add(1) == 0) {
+        EXPECT_TRUE(b.wait()) << "round " << round << ": no sleeping worker woke";
+        a.set();
+      } else {
+        b.set();
+        EXPECT_TRUE(a.wait());
+      }
+    });
+  }
+  EXPECT_EQ(pool.pieces_by_workers(), 3u);
+  EXPECT_GE(pool.sleeps(), 4u);
+}
+
+TEST(work_pool, a_loop_inside_a_piece_runs_on_that_thread) {
+  work_pool pool(2);
+  std::atomic<int64_t> total{0};
+  pool.run(4, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto outer = std::this_thread::get_id();
+      pool.run(100, 1, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(std::this_thread::get_id(), outer);
+        total += e - b;
+      });
+    }
+  });
+  EXPECT_EQ(total.load(), 400);
+}
+
+TEST(work_pool, concurrent_callers_each_get_every_item) {
+  work_pool pool(3);
+  auto caller = [&] {
+    for (int i = 0; i < 300; ++i) expect_each_once(pool, 97 + i, 2);
+  };
+  std::thread a(caller), b(caller);
+  caller();
+  a.join();
+  b.join();
+}
+
+TEST(work_pool, an_exception_is_rethrown_after_every_other_piece_ran) {
+  work_pool pool(3);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.run(12, 1,
+                        [&](int64_t begin, int64_t) {
+                          if (begin == 5) throw std::runtime_error("piece 5");
+                          ++ran;
+                        }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 11);
+  expect_each_once(pool, 1000, 1);  // and the pool still works
+}
+
+TEST(work_pool, resize_changes_the_threads_that_run_pieces) {
+  work_pool pool(3);
+  EXPECT_EQ(pool.threads(), 3);
+  pool.resize(1);
+  EXPECT_EQ(pool.threads(), 1);
+  const auto caller = std::this_thread::get_id();
+  int calls = 0;
+  pool.run(1000, 1, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 1000);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  pool.resize(2);
+  EXPECT_EQ(pool.threads(), 2);
+  expect_each_once(pool, 1000, 1);
+}
+
+TEST(work_pool, many_short_loops_in_a_row) {
+  work_pool pool(2, 5us);
+  std::vector<int64_t> sums(64);
+  for (int round = 0; round < 20000; ++round) {
+    pool.run(64, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sums[size_t(i)] += i;
+    });
+  }
+  for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(sums[size_t(i)], 20000 * i);
+}
