@@ -62,6 +62,30 @@ void expect_each_once(work_pool& pool, int64_t n, int64_t grain) {
   }
 }
 
+// Runs a loop of two one-item pieces, each of which waits until the other has started: it ends
+// only if two threads run them at once. Returns how many distinct threads ran pieces.
+size_t run_two_meeting_pieces(work_pool& pool) {
+  event first, second;
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<int> started{0};
+  pool.run(2, 1, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(end - begin, 1);
+    {
+      std::lock_guard<std::mutex> guard(m);
+      threads.insert(std::this_thread::get_id());
+    }
+    if (started.fetch_add(1) == 0) {
+      EXPECT_TRUE(second.wait()) << "the other piece never started";
+      first.set();
+    } else {
+      second.set();
+      EXPECT_TRUE(first.wait());
+    }
+  });
+  return threads.size();
+}
+
 }  // namespace
 
 TEST(work_pool, every_item_runs_exactly_once) {
@@ -87,26 +111,7 @@ TEST(work_pool, a_loop_within_its_grain_runs_on_the_caller_in_one_call) {
 
 TEST(work_pool, pieces_run_concurrently_on_distinct_threads) {
   work_pool pool(2);
-  event first, second;
-  std::mutex m;
-  std::set<std::thread::id> threads;
-  std::atomic<int> started{0};
-  pool.run(2, 1, [&](int64_t begin, int64_t end) {
-    ASSERT_EQ(end - begin, 1);
-    {
-      std::lock_guard<std::mutex> guard(m);
-      threads.insert(std::this_thread::get_id());
-    }
-    // Each piece waits for the other to have started: only two threads at once get through.
-    if (started.fetch_add(1) == 0) {
-      EXPECT_TRUE(second.wait()) << "the other piece never started";
-      first.set();
-    } else {
-      second.set();
-      EXPECT_TRUE(first.wait());
-    }
-  });
-  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(run_two_meeting_pieces(pool), 2u);
   EXPECT_EQ(pool.pieces_by_workers(), 1u);
 }
 
@@ -140,17 +145,7 @@ TEST(work_pool, idle_workers_sleep_and_wake_for_the_next_loop) {
   for (int round = 0; round < 3; ++round) {
     // With no spin, both workers go to sleep as soon as they are idle; wait until they have.
     while (pool.sleeping() < 2) std::this_thread::yield();
-    event a, b;
-    std::atomic<int> started{0};
-    pool.run(2, 1, [&](int64_t, int64_t) {
-      if (started.fetch_add(1) == 0) {
-        EXPECT_TRUE(b.wait()) << "round " << round << ": no sleeping worker woke";
-        a.set();
-      } else {
-        b.set();
-        EXPECT_TRUE(a.wait());
-      }
-    });
+    EXPECT_EQ(run_two_meeting_pieces(pool), 2u) << "round " << round;
   }
   EXPECT_EQ(pool.pieces_by_workers(), 3u);
   EXPECT_GE(pool.sleeps(), 4u);
