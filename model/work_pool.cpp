@@ -91,15 +91,14 @@ void work_pool::worker_loop(uint32_t seen) {
       gen = generation_of(state_.load());
     }
     seen = gen;
-    pieces_by_workers_.fetch_add(work_on(gen), std::memory_order_relaxed);
+    work_on(gen, true);
   }
 }
 
-uint64_t work_pool::work_on(uint32_t gen) {
-  uint64_t ran = 0;
+void work_pool::work_on(uint32_t gen, bool by_worker) {
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    if (generation_of(s) != gen || next_of(s) >= pieces_of(s)) return ran;
+    if (generation_of(s) != gen || next_of(s) >= pieces_of(s)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
     // The piece is claimed: the job's fields stay as they are until it is counted done.
     const int64_t begin = next_of(s) * piece_;
@@ -110,7 +109,7 @@ uint64_t work_pool::work_on(uint32_t gen) {
       std::lock_guard<std::mutex> guard(sleep_mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    ++ran;
+    if (by_worker) pieces_by_workers_.fetch_add(1, std::memory_order_relaxed);
     done_.fetch_add(1, std::memory_order_acq_rel);
     s = state_.load(std::memory_order_acquire);
   }
@@ -147,7 +146,7 @@ void work_pool::run_erased(int64_t n, int64_t grain, void* ctx, body call) {
     wake_.notify_all();
   }
   inside_pool = true;
-  work_on(gen);
+  work_on(gen, false);
   inside_pool = false;
   // The pieces that workers still hold: short, so poll; yield if a worker is descheduled.
   for (uint32_t i = 0; done_.load(std::memory_order_acquire) < pieces; ++i) {

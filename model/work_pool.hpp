@@ -69,9 +69,9 @@ class work_pool {
 
   void run_erased(int64_t n, int64_t grain, void* ctx, body call);
 
-  // Claims and runs pieces of the job of generation `gen` until none is left; returns how many
-  // it ran.
-  uint64_t work_on(uint32_t gen);
+  // Claims and runs pieces of the job of generation `gen` until none is left; a worker counts
+  // its pieces in pieces_by_workers_ before it counts them done.
+  void work_on(uint32_t gen, bool by_worker);
 
   void worker_loop(uint32_t seen);
   void start(int32_t threads);
@@ -83,7 +83,6 @@ class work_pool {
   body call_ = nullptr;
   int64_t n_ = 0;
   int64_t piece_ = 1;
-  int64_t pieces_ = 0;
   std::exception_ptr error_;  // guarded by sleep_mutex_
 
   // (generation << 32) | next unclaimed piece: a piece is claimed by a compare-and-swap that

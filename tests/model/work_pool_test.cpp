@@ -147,7 +147,10 @@ TEST(work_pool, idle_workers_sleep_and_wake_for_the_next_loop) {
     while (pool.sleeping() < 2) std::this_thread::yield();
     EXPECT_EQ(run_two_meeting_pieces(pool), 2u) << "round " << round;
   }
-  EXPECT_EQ(pool.pieces_by_workers(), 3u);
+  // A worker ran at least one piece a round (both, where the caller was descheduled before it
+  // claimed one).
+  EXPECT_GE(pool.pieces_by_workers(), 3u);
+  EXPECT_LE(pool.pieces_by_workers(), 6u);
   EXPECT_GE(pool.sleeps(), 4u);
 }
 
