@@ -41,8 +41,8 @@ double matmul_rate() {
   return rate;
 }
 
-// Bytes/s read from memory by the compute pool's threads summing its share of a 512 MiB buffer (far
-// larger than the caches), best of five passes.
+// Bytes/s read from memory by the compute pool's threads, each summing pieces of a 512 MiB buffer
+// (far larger than the caches), best of five passes.
 double read_bandwidth() {
   static const double rate = [] {
     const int64_t n = int64_t{512} << 20 >> 2;
@@ -125,16 +125,23 @@ void bm_prefill(benchmark::State& state) {
   state.counters["arith_us"] = flops / matmul_rate() * 1e6;
 }
 
+// Prefills `batch` sequences of the same prompt_length-token prompt into slots 0..batch-1 and
+// returns a decode step of one token for each, at `position`.
+std::vector<decode_item> prefilled_step(causal_lm& model, int32_t batch, int32_t position) {
+  std::vector<int32_t> prompt(prompt_length, 300);
+  std::vector<prefill_item> items;
+  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
+  model.prefill(items);
+  std::vector<decode_item> step;
+  for (int32_t b = 0; b < batch; ++b) step.push_back({b, position, 301});
+  return step;
+}
+
 void bm_decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(1));
   const bool bf16 = state.range(2) != 0;
   auto model = load(state.range(0), batch, bf16);
-  std::vector<int32_t> prompt(prompt_length, 300);
-  std::vector<prefill_item> items;
-  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
-  model->prefill(items);
-  std::vector<decode_item> step;
-  for (int32_t b = 0; b < batch; ++b) step.push_back({b, prompt_length, 301});
+  auto step = prefilled_step(*model, batch, prompt_length);
   // Positions walk from 32 to 160 and back, so attention spans stay typical.
   int32_t pos = prompt_length;
   for (auto _ : state) {
@@ -163,12 +170,7 @@ void bm_decode(benchmark::State& state) {
 void bm_decode_at(benchmark::State& state) {
   const int32_t batch = 64, position = int32_t(state.range(0));
   auto model = load(1, batch);
-  std::vector<int32_t> prompt(prompt_length, 300);
-  std::vector<prefill_item> items;
-  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
-  model->prefill(items);
-  std::vector<decode_item> step;
-  for (int32_t b = 0; b < batch; ++b) step.push_back({b, position, 301});
+  const auto step = prefilled_step(*model, batch, position);
   for (auto _ : state) benchmark::DoNotOptimize(model->decode(step).data);
   const auto& s = model->shape();
   state.counters["cache_MB"] =

@@ -421,7 +421,6 @@ class llama_loops final : public llama_base {
     // positions, so the eight scores stay in registers (four partial sums, for the multiply-add
     // latency) and the whole pass reads the head's keys as one contiguous run. The last block
     // may hold positions past `span` (stale or zero): their lanes are written and ignored.
-    static_assert(HS % 4 == 0);
     for (int64_t t0 = 0; t0 < span; t0 += 8) {
       const float* block = keys_t + t0 * HS;
       for (int64_t j = 0; j < g; ++j) {

@@ -85,8 +85,9 @@ class work_pool {
   int64_t piece_ = 1;
   std::exception_ptr error_;  // guarded by sleep_mutex_
 
-  // (generation << 32) | next unclaimed piece: a piece is claimed by a compare-and-swap that
-  // also checks the generation, so a late worker never takes a piece of a newer job.
+  // generation (32 bits) | pieces of the job (16) | next unclaimed piece (16): a piece is claimed
+  // by a compare-and-swap that also checks the generation, so a late worker never takes a piece
+  // of a newer job.
   std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> done_{0};  // pieces of the current job finished
 
