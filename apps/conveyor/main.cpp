@@ -35,6 +35,12 @@ sigset_t block_stop_signals() {
 void configure_actor_system(caf::actor_system_config& cfg) {
   add_error_category(cfg);
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  // An idle scheduler thread of CAF's work-stealing policy polls its queue, then sleeps 50 us at a
+  // time for up to 500 attempts before it waits on a condition variable. With a message every
+  // decode step (about a millisecond) it never reached the wait: each idle thread woke tens of
+  // thousands of times a second, on the cores the model's loops run on. Without the moderate
+  // phase an idle thread spins briefly, then waits to be notified (docs/benchmarks.md, section 8).
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   add_message_types(cfg);
   cfg.load<caf::io::middleman>();
 }
