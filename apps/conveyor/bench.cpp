@@ -231,8 +231,7 @@ int run_bench(const bench_options& o) {
     settings["model"] = cfg->model.path;
     settings["policies"] = policies;
     caf::actor_system_config sys_cfg;
-    add_error_category(sys_cfg);
-    sys_cfg.set("logger.verbosity", caf::atom("quiet"));
+    configure_local_actor_system(sys_cfg);
     caf::actor_system system{sys_cfg};
     for (const auto& [rate, w] : *workloads)
       for (const auto& policy : policies) {

@@ -30,8 +30,12 @@ void setup_logging(const std::string& level);
 /// sigwait on the returned set sees them. Call before creating the actor system.
 sigset_t block_stop_signals();
 
-/// What every networked command's actor system needs: Conveyor's error category, a quiet CAF
-/// logger, the message types that cross the network, and the middleman.
+/// What every command's actor system needs: Conveyor's error category, a quiet CAF logger, and
+/// scheduler threads that wait for work without waking every 50 us.
+void configure_local_actor_system(caf::actor_system_config& cfg);
+
+/// What every networked command's actor system needs: `configure_local_actor_system`, the
+/// message types that cross the network, and the middleman.
 void configure_actor_system(caf::actor_system_config& cfg);
 
 }  // namespace conveyor::app

@@ -32,7 +32,7 @@ sigset_t block_stop_signals() {
   return signals;
 }
 
-void configure_actor_system(caf::actor_system_config& cfg) {
+void configure_local_actor_system(caf::actor_system_config& cfg) {
   add_error_category(cfg);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   // An idle scheduler thread of CAF's work-stealing policy polls its queue, then sleeps 50 us at a
@@ -41,6 +41,10 @@ void configure_actor_system(caf::actor_system_config& cfg) {
   // thousands of times a second, on the cores the model's loops run on. Without the moderate
   // phase an idle thread spins briefly, then waits to be notified (docs/benchmarks.md, section 8).
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+}
+
+void configure_actor_system(caf::actor_system_config& cfg) {
+  configure_local_actor_system(cfg);
   add_message_types(cfg);
   cfg.load<caf::io::middleman>();
 }
