@@ -207,7 +207,8 @@ namespace {
 
 // The 60 greedy tokens of `prompt` in `target_slot` of a prefill batch of eight (the other seven
 // prompts of many lengths), decoded beside the others.
-std::vector<int32_t> greedy_in_a_batch_of_eight(causal_lm& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> greedy_in_a_batch_of_eight(causal_lm& model,
+                                                const std::vector<int32_t>& prompt,
                                                 int32_t target_slot) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<int> ids;
