@@ -399,8 +399,8 @@ class llama_loops final : public llama_base {
         if (slot[i] < 0) continue;
         const int64_t head = slot[i] * kvh + kh;
         attend_cached(hs, qp + i * q_stride + kh * g * hs, g, kc + head * ctx * hs, ctx,
-                        vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
-                        op + (i * heads + kh * g) * hs);
+                      vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
+                      op + (i * heads + kh * g) * hs);
       }
     });
   }
