@@ -790,6 +790,29 @@ TEST(llama, the_bf16_cache_follows_f32_within_the_stated_tolerance) {
   }
 }
 
+// copy_prefix copies a slot's keys and values whatever the cache's dtype: a sequence continued
+// from a copied prefix (21 positions: two blocks of keys and part of a third) gives the very
+// logits of the sequence it was copied from, though its slot held another prompt before.
+TEST(llama, a_copied_prefix_continues_exactly_as_its_source_in_either_cache_dtype) {
+  for (auto kv : {compute_dtype::f32, compute_dtype::bf16}) {
+    runtime_options opt;
+    opt.slots = 3;
+    opt.network = llama_network::loops;
+    opt.kv_dtype = kv;
+    auto m = load_model(test::stories_model(), opt);
+    ASSERT_TRUE(m) << message_of(m.error());
+    const auto prompt = filler_prompt(21, 5), other = filler_prompt(30, 6);
+    (*m)->prefill({{0, 0, prompt.data(), 21, -1}, {2, 0, other.data(), 30, -1}});
+    (*m)->copy_prefix(0, 2, 21);
+    for (int32_t p = 21; p < 25; ++p) {
+      const auto d = (*m)->decode({{0, p, 300 + p}, {2, p, 300 + p}});
+      const std::vector<float> source(d.row(0), d.row(0) + d.vocab);
+      const std::vector<float> copy(d.row(1), d.row(1) + d.vocab);
+      EXPECT_EQ(source, copy) << dtype_name(kv) << " cache, position " << p;
+    }
+  }
+}
+
 // Decode rows are independent of what they share a step with, with a bf16 cache as with f32:
 // a sequence's greedy tokens alone equal its tokens in any slot of a prefill batch of eight and
 // while other sequences join and leave around it.
