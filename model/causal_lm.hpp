@@ -53,7 +53,8 @@ struct runtime_options {
   /// Capture the decode step of each batch-size bucket as a CUDA graph (on a GPU, in a build
   /// with CONVEYOR_CUDA_GRAPHS).
   bool cuda_graphs = true;
-  /// The number format of weights, activations and KV cache.
+  /// The number format of the weights (and in the torch-operation network of the activations),
+  /// and of the KV cache unless `kv_dtype` says otherwise.
   compute_dtype dtype = compute_dtype::f32;
   /// The number format of the KV cache; unset means `dtype` (`kv_dtype_of`). Only the plain-loop
   /// network (the CPU's) keeps a cache in another format than `dtype`; the torch-operation
