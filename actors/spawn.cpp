@@ -116,7 +116,9 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
     auto dtype = model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype);
     if (!dtype) return dtype.error();
-    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context, *dtype);
+    auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
+    if (!kv_dtype) return kv_dtype.error();
+    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context, *kv_dtype);
   }
   const int64_t memory = physical_memory_bytes();
   if (memory > 0 && kv_total > memory)
@@ -138,6 +140,9 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     auto dtype = model::choose_dtype(cfg.model.dtype, opt.device, files.info.weights_dtype);
     if (!dtype) return dtype.error();
     opt.dtype = *dtype;
+    auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
+    if (!kv_dtype) return kv_dtype.error();
+    opt.kv_dtype = *kv_dtype;
     std::string summary;
     auto m = model::load_model(files.model_spec, opt, &summary);
     if (!m)

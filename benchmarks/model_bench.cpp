@@ -90,11 +90,15 @@ std::string spec_of(int64_t which) {
                     : std::string{"synthetic:s15m"};
 }
 
-std::unique_ptr<causal_lm> load(int64_t which, int32_t slots, bool bf16 = false) {
+// The model `which` with `slots` slots; weights in bf16 with `bf16`, the KV cache in bf16 with
+// `kv_bf16` (else f32, whatever the weights).
+std::unique_ptr<causal_lm> load(int64_t which, int32_t slots, bool bf16 = false,
+                                bool kv_bf16 = false) {
   runtime_options opt;
   opt.slots = slots;
   opt.max_batched_tokens = slots * prompt_length;
   if (bf16) opt.dtype = compute_dtype::bf16;
+  opt.kv_dtype = kv_bf16 ? compute_dtype::bf16 : compute_dtype::f32;
   // CONVEYOR_DEVICE=cuda:0 runs the model on a GPU (scripts/gpu-check.sh does).
   if (const char* device = std::getenv("CONVEYOR_DEVICE"); device != nullptr && *device != 0)
     opt.device = device;
@@ -140,7 +144,7 @@ std::vector<decode_item> prefilled_step(causal_lm& model, int32_t batch, int32_t
 void bm_decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(1));
   const bool bf16 = state.range(2) != 0;
-  auto model = load(state.range(0), batch, bf16);
+  auto model = load(state.range(0), batch, bf16, state.range(3) != 0);
   auto step = prefilled_step(*model, batch, prompt_length);
   // Positions walk from 32 to 160 and back, so attention spans stay typical.
   int32_t pos = prompt_length;
@@ -165,16 +169,17 @@ void bm_decode(benchmark::State& state) {
 }
 
 // The decode step of s15m at batch 64 with every sequence at one position: the step reads
-// 2 x layers x batch x kv_dim x (position + 1) floats of cache, so the difference between two
-// positions gives the bandwidth attention reads the cache at.
+// 2 x layers x batch x kv_dim x (position + 1) numbers of cache (f32, or bf16 with kv_bf16), so
+// the difference between two positions gives the bandwidth attention reads the cache at.
 void bm_decode_at(benchmark::State& state) {
   const int32_t batch = 64, position = int32_t(state.range(0));
-  auto model = load(1, batch);
+  const bool kv_bf16 = state.range(1) != 0;
+  auto model = load(1, batch, false, kv_bf16);
   const auto step = prefilled_step(*model, batch, position);
   for (auto _ : state) benchmark::DoNotOptimize(model->decode(step).data);
   const auto& s = model->shape();
   state.counters["cache_MB"] =
-      2.0 * s.n_layers * batch * s.kv_dim() * (position + 1) * sizeof(float) / 1e6;
+      2.0 * s.n_layers * batch * s.kv_dim() * (position + 1) * (kv_bf16 ? 2 : 4) / 1e6;
 }
 
 // One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
@@ -206,11 +211,13 @@ void args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// bf16: the weights in bf16; kv_bf16: the KV cache in bf16 (each independent of the other).
 void decode_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"model", "batch", "bf16"});
+  b->ArgNames({"model", "batch", "bf16", "kv_bf16"});
   for (int64_t m : {0, 1})
-    for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch, 0});
-  for (int64_t batch : {1, 4, 16, 64}) b->Args({1, batch, 1});
+    for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch, 0, 0});
+  for (auto [bf16, kv_bf16] : {std::pair<int64_t, int64_t>{1, 0}, {0, 1}, {1, 1}})
+    for (int64_t batch : {1, 4, 16, 64}) b->Args({1, batch, bf16, kv_bf16});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
@@ -228,9 +235,8 @@ BENCHMARK(bm_prefill)->Apply(args);
 BENCHMARK(bm_decode)->Apply(decode_args);
 BENCHMARK(bm_matmul)->Apply(matmul_args);
 BENCHMARK(bm_decode_at)
-    ->ArgName("position")
-    ->Arg(32)
-    ->Arg(480)
+    ->ArgNames({"position", "kv_bf16"})
+    ->ArgsProduct({{32, 480}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

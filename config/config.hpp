@@ -42,6 +42,9 @@ struct model {
   /// The number format executors compute in: "auto" (f32 on a CPU; bf16 on a GPU when the
   /// weights are stored in bf16 or f16, else f32), "f32" or "bf16".
   std::string dtype = "auto";
+  /// The number format of the KV cache: "auto" (as `dtype` resolves), "f32" or "bf16". Only
+  /// the CPU's plain-loop network keeps a cache in another format than `dtype`.
+  std::string kv_cache_dtype = "auto";
 };
 
 /// `[tokenizer]`: the pool of tokenizer actors.

@@ -118,7 +118,7 @@ inline constexpr int64_t max_header_limit = std::numeric_limits<uint32_t>::max()
 /// Problem of a `model.path`: refuses unknown "synthetic:" sizes.
 std::string check_model_path(std::string_view value);
 
-/// Problem of a `model.dtype`: "auto", "f32" or "bf16".
+/// Problem of a `model.dtype` or `model.kv_cache_dtype`: "auto", "f32" or "bf16".
 std::string check_dtype(std::string_view value);
 
 /// Problem of an executor device: "cpu", "cuda" or "cuda:N".
@@ -181,6 +181,7 @@ void fields(V& v, S& x) {
   v("seed", x.seed, at_least(0));
   v("chat_template", x.chat_template, any());
   v("dtype", x.dtype, checked(check_dtype));
+  v("kv_cache_dtype", x.kv_cache_dtype, checked(check_dtype));
 }
 
 /// The keys of `[tokenizer]`.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ enum class llama_network {
 enum class compute_dtype {
   /// float32: the exact reference.
   f32,
-  /// bfloat16 weights, activations and KV cache (torch-operation network only); logits are
-  /// returned as float32.
+  /// bfloat16: in the torch-operation network weights, activations and KV cache; in the CPU's
+  /// plain loops the weights (and, by default, the KV cache) with float32 activations and sums.
+  /// Logits are returned as float32.
   bf16,
 };
 
@@ -51,9 +53,19 @@ struct runtime_options {
   /// Capture the decode step of each batch-size bucket as a CUDA graph (on a GPU, in a build
   /// with CONVEYOR_CUDA_GRAPHS).
   bool cuda_graphs = true;
-  /// The number format of weights, activations and KV cache.
+  /// The number format of the weights (and in the torch-operation network of the activations),
+  /// and of the KV cache unless `kv_dtype` says otherwise.
   compute_dtype dtype = compute_dtype::f32;
+  /// The number format of the KV cache; unset means `dtype` (`kv_dtype_of`). Only the plain-loop
+  /// network (the CPU's) keeps a cache in another format than `dtype`; the torch-operation
+  /// network refuses one.
+  std::optional<compute_dtype> kv_dtype;
 };
+
+/// The number format the KV cache of `options` is kept in: `kv_dtype`, or `dtype` when unset.
+inline compute_dtype kv_dtype_of(const runtime_options& options) {
+  return options.kv_dtype.value_or(options.dtype);
+}
 
 /// One sequence's part of a prefill: `count` tokens written into `slot` from position `start`.
 struct prefill_item {

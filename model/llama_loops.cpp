@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "model/cache_attention.hpp"
 #include "model/causal_lm.hpp"
 #include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
@@ -22,26 +23,12 @@ namespace conveyor::model {
 
 namespace {
 
-// The eight-wide vector helpers below are internal (inlined, never called across a library
-// boundary), so the ABI note GCC gives for vector returns without AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-// The plain loops below are compiled twice on x86-64: for the baseline and for x86-64-v3
-// (AVX2 + FMA); the loader picks what the processor runs. Other targets get the baseline.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CONVEYOR_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define CONVEYOR_VECTOR_CLONES
-#endif
-
 class llama_loops final : public llama_base {
  public:
   llama_loops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : llama_base(w, opt, context,
-                   opt.dtype == compute_dtype::bf16
-                       ? "plain loops, bf16 weights, f32 activations and KV cache"
-                       : "plain loops"),
-        weights_(lay_out_llama(w, context)) {
+      : llama_base(w, opt, context, implementation(opt)),
+        weights_(lay_out_llama(w, context)),
+        bf16_cache_(kv_dtype_of(opt) == compute_dtype::bf16) {
     c10::InferenceMode guard;
     const auto& s = shape_;
     // Each matrix packed once in the kernel's layout; the unpacked copies are dropped.
@@ -63,9 +50,13 @@ class llama_loops final : public llama_base {
     // over eight positions are eight lanes of one register, summed over the head's elements
     // from one contiguous run of the cache (key_blocks_ blocks per head, context rounded up).
     // Values as [slot, kv_head, position, head element], so that the weighted sum is contiguous.
+    // Both in float32, or in bfloat16 (rounded to nearest even when written, widened to float32
+    // in registers when read): half the bytes attention reads.
     key_blocks_ = (context_ + 7) / 8;
-    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs});
-    v_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs});
+    const auto cache_type = at::TensorOptions().dtype(bf16_cache_ ? at::kBFloat16 : at::kFloat);
+    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs},
+                         cache_type);
+    v_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs}, cache_type);
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
     capacity_ = std::max({opt.max_batched_tokens, slots_, context_});
@@ -106,9 +97,10 @@ class llama_loops final : public llama_base {
     return prefill(decode_as_prefill_);
   }
 
-  // The cache holds float32 whatever the weights' format.
+  // The bytes reserved: the key cache holds key_blocks_ * 8 positions per head (the context
+  // rounded up to a multiple of 8), in the cache's own format whatever the weights'.
   int64_t kv_cache_bytes() const override {
-    return conveyor::model::kv_cache_bytes(shape_, slots_, context_, compute_dtype::f32);
+    return int64_t(k_cache_.nbytes() + v_cache_.nbytes());
   }
 
   bool copies_prefixes() const override { return true; }
@@ -128,6 +120,16 @@ class llama_loops final : public llama_base {
   }
 
  private:
+  // The network's name in describe(): which numbers are bf16.
+  static std::string implementation(const runtime_options& opt) {
+    const bool weights = opt.dtype == compute_dtype::bf16;
+    const bool cache = kv_dtype_of(opt) == compute_dtype::bf16;
+    if (weights && cache) return "plain loops, bf16 weights and KV cache, f32 activations";
+    if (weights) return "plain loops, bf16 weights, f32 activations and KV cache";
+    if (cache) return "plain loops, bf16 KV cache, f32 weights and activations";
+    return "plain loops";
+  }
+
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
     const size_t first = pass.first, last = pass.last;
     const int64_t n = pass.tokens;
@@ -321,8 +323,12 @@ class llama_loops final : public llama_base {
                       .narrow(1, 0, blocks)
                       .permute({0, 2, 1, 3})
                       .reshape({kvh, hs, blocks * 8})
-                      .narrow(2, 0, span);
-    auto values = v_cache_[layer].view({slots_, kvh, context_, hs})[it.slot].narrow(1, 0, span);
+                      .narrow(2, 0, span)
+                      .to(at::kFloat);  // a bf16 cache widened (exactly); f32 as it is
+    auto values = v_cache_[layer]
+                      .view({slots_, kvh, context_, hs})[it.slot]
+                      .narrow(1, 0, span)
+                      .to(at::kFloat);
     auto scores = at::bmm(qi, keys_t).mul_(1.0 / std::sqrt(double(hs)));
     // Query i (position start+i) reads positions 0..start+i.
     auto causal = at::ones({t, span}, at::kBool).triu_(it.start + 1);
@@ -335,13 +341,27 @@ class llama_loops final : public llama_base {
   }
 
   // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
-  // rows of (slot, kv_head, position) listed in ws_cache_rows_.
+  // rows of (slot, kv_head, position) listed in ws_cache_rows_, rounded to bf16 in a bf16 cache.
   void write_cache(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
+    if (bf16_cache_)
+      write_cache_as<uint16_t>(layer, n, k, v);
+    else
+      write_cache_as<float>(layer, n, k, v);
+  }
+
+  // The cache of `layer` as T (float, or uint16_t for the bits of bf16).
+  template <class T>
+  static T* cache_of(const at::Tensor& cache, int32_t layer) {
+    return static_cast<T*>(cache[layer].data_ptr());
+  }
+
+  template <class T>
+  void write_cache_as(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
     const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, kb = key_blocks_;
     const auto* rows = ws_cache_rows_.data_ptr<int64_t>();
     const auto* pos = ws_positions_.data_ptr<int64_t>();
-    float* kc = k_cache_[layer].data_ptr<float>();
-    float* vc = v_cache_[layer].data_ptr<float>();
+    T* kc = cache_of<T>(k_cache_, layer);
+    T* vc = cache_of<T>(v_cache_, layer);
     const float* kp = k.data_ptr<float>();
     const float* vp = v.data_ptr<float>();
     const int64_t ks = k.stride(0), vs = v.stride(0);
@@ -350,10 +370,12 @@ class llama_loops final : public llama_base {
         // rows[] = (slot * kvh + h) * context_ + position.
         const int64_t row = rows[i * kvh + h];
         const int64_t head = (row - pos[i]) / context_;
-        float* block = kc + ((head * kb + pos[i] / 8) * hs) * 8 + pos[i] % 8;
+        T* block = kc + ((head * kb + pos[i] / 8) * hs) * 8 + pos[i] % 8;
         const float* key = kp + i * ks + h * hs;
-        for (int64_t e = 0; e < hs; ++e) block[e * 8] = key[e];
-        std::memcpy(vc + row * hs, vp + i * vs + h * hs, size_t(hs) * sizeof(float));
+        for (int64_t e = 0; e < hs; ++e) store_cached(block + e * 8, key[e]);
+        T* value = vc + row * hs;
+        const float* vrow = vp + i * vs + h * hs;
+        for (int64_t e = 0; e < hs; ++e) store_cached(value + e, vrow[e]);
       }
   }
 
@@ -363,10 +385,18 @@ class llama_loops final : public llama_base {
   // dominated a step of a small model. Causal by construction: a row reads only positions up to
   // its own, and the whole pass's keys are in the cache before any row attends.
   void rows_attention(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
+    if (bf16_cache_)
+      rows_attention_as<uint16_t>(layer, n, q, out);
+    else
+      rows_attention_as<float>(layer, n, q, out);
+  }
+
+  template <class T>
+  void rows_attention_as(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
     const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, heads = shape_.n_heads;
     const int64_t g = heads / kvh;
-    const float* kc = k_cache_[layer].data_ptr<float>();
-    const float* vc = v_cache_[layer].data_ptr<float>();
+    const T* kc = cache_of<T>(k_cache_, layer);
+    const T* vc = cache_of<T>(v_cache_, layer);
     const float* qp = q.data_ptr<float>();
     const int64_t q_stride = q.stride(0);
     float* op = out.data_ptr<float>();
@@ -386,204 +416,11 @@ class llama_loops final : public llama_base {
         const int64_t i = r / kvh, kh = r % kvh;
         if (slot[i] < 0) continue;
         const int64_t head = slot[i] * kvh + kh;
-        attend_dispatch(hs, qp + i * q_stride + kh * g * hs, g, kc + head * ctx * hs, ctx,
-                        vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
-                        op + (i * heads + kh * g) * hs);
+        attend_cached(hs, qp + i * q_stride + kh * g * hs, g, kc + head * ctx * hs, ctx,
+                      vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
+                      op + (i * heads + kh * g) * hs);
       }
     });
-  }
-
-  // Calls attend<HS> with the head size known at compile time for the common sizes, so that
-  // the inner loops unroll and vectorize; other sizes take the general loop.
-  static void attend_dispatch(int64_t hs, const float* q, int64_t g, const float* keys_t,
-                              int64_t ctx, const float* values, int64_t span, float scale,
-                              float* scores, float* out) {
-#define CONVEYOR_ATTEND(HS) attend<HS>(q, g, keys_t, ctx, values, span, scale, scores, out)
-    switch (hs) {
-      case 8:
-        return CONVEYOR_ATTEND(8);
-      case 16:
-        return CONVEYOR_ATTEND(16);
-      case 32:
-        return CONVEYOR_ATTEND(32);
-      case 48:
-        return CONVEYOR_ATTEND(48);
-      case 64:
-        return CONVEYOR_ATTEND(64);
-      case 96:
-        return CONVEYOR_ATTEND(96);
-      case 128:
-        return CONVEYOR_ATTEND(128);
-      default:
-        return attend_scalar(hs, q, g, keys_t, ctx, values, span, scale, scores, out);
-    }
-#undef CONVEYOR_ATTEND
-  }
-
-  // Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
-  // head: keys in blocks of eight positions (hs x 8 each, contiguous), values (span x hs,
-  // contiguous); into out (g x hs). Rows of `scores` are ctx (a multiple of 8) apart. HS > 0
-  // fixes hs at compile time. Every inner loop runs over contiguous memory.
-  // The same with eight-wide vectors (GCC vector extensions, so that it vectorizes whatever the
-  // optimizer decides) for head sizes that are multiples of 8.
-  template <int HS>
-  CONVEYOR_VECTOR_CLONES static void attend(const float* __restrict__ q, int64_t g,
-                                            const float* __restrict__ keys_t, int64_t ctx,
-                                            const float* __restrict__ values, int64_t span,
-                                            float scale, float* __restrict__ scores,
-                                            float* __restrict__ out) {
-    static_assert(HS % 8 == 0, "vector attention needs a head size that is a multiple of 8");
-    constexpr int64_t blocks = HS / 8;
-    const int64_t body = span - span % 8;
-    // Scores of the g heads, eight positions at a time: a block of keys is HS runs of eight
-    // positions, so the eight scores stay in registers (four partial sums, for the multiply-add
-    // latency) and the whole pass reads the head's keys as one contiguous run. The last block
-    // may hold positions past `span` (stale or zero): their lanes are written and ignored.
-    for (int64_t t0 = 0; t0 < span; t0 += 8) {
-      const float* block = keys_t + t0 * HS;
-      for (int64_t j = 0; j < g; ++j) {
-        const float* qj = q + j * HS;
-        v8f acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
-        for (int64_t e = 0; e < HS; e += 4) {
-          acc0 += qj[e] * load8(block + 8 * e);
-          acc1 += qj[e + 1] * load8(block + 8 * (e + 1));
-          acc2 += qj[e + 2] * load8(block + 8 * (e + 2));
-          acc3 += qj[e + 3] * load8(block + 8 * (e + 3));
-        }
-        store8(scores + j * ctx + t0, ((acc0 + acc1) + (acc2 + acc3)) * scale);
-      }
-    }
-    for (int64_t j = 0; j < g; ++j) {
-      float* sj = scores + j * ctx;
-      v8f top8 = load8(sj);
-      for (int64_t t = 8; t < body; t += 8) {
-        const v8f x = load8(sj + t);
-        top8 = x > top8 ? x : top8;
-      }
-      float top = sj[0];
-      for (int64_t l = 0; l < 8 && l < body; ++l) top = std::max(top, top8[l]);
-      for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
-      v8f sum8 = {};
-      for (int64_t t = 0; t < body; t += 8) {
-        const v8f e = exp8_nonpositive(load8(sj + t) - top);
-        store8(sj + t, e);
-        sum8 += e;
-      }
-      float total = 0.0f;
-      for (int64_t l = 0; l < 8; ++l) total += sum8[l];
-      for (int64_t t = body; t < span; ++t) total += sj[t] = exp_nonpositive(sj[t] - top);
-      const float inv = 1.0f / total;
-      // Weighted sum of the values, head elements in registers.
-      v8f acc[blocks] = {};
-      for (int64_t t = 0; t < span; ++t) {
-        const float w = sj[t] * inv;
-        const float* vt = values + t * HS;
-        for (int64_t b = 0; b < blocks; ++b) acc[b] += w * load8(vt + 8 * b);
-      }
-      for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[b]);
-    }
-  }
-
-  using v8f = float __attribute__((vector_size(32)));
-  using v8i = int32_t __attribute__((vector_size(32)));
-
-  static inline v8f load8(const float* p) {
-    v8f v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  }
-
-  static inline void store8(float* p, v8f v) {
-    std::memcpy(p, &v, sizeof(v));
-  }
-
-  // exp_nonpositive on eight lanes.
-  static inline v8f exp8_nonpositive(v8f x) {
-    const v8f floor_x = x * 0.0f - 87.0f;
-    x = x < floor_x ? floor_x : x;
-    const v8f y = x * 1.44269504088896341f + 0.5f;
-    v8i ni = __builtin_convertvector(y, v8i);      // toward zero
-    ni += (__builtin_convertvector(ni, v8f) > y);  // -1 where that rounded up: floor
-    const v8f n = __builtin_convertvector(ni, v8f);
-    const v8f r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    v8f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const v8i bits = (ni + 127) << 23;
-    v8f two_n;
-    std::memcpy(&two_n, &bits, sizeof(two_n));
-    return p * two_n;
-  }
-
-  static void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g,
-                            const float* __restrict__ keys_t, int64_t ctx,
-                            const float* __restrict__ values, int64_t span, float scale,
-                            float* __restrict__ scores, float* __restrict__ out) {
-    for (int64_t j = 0; j < g; ++j) {
-      // Scores in blocks of eight positions (a block of keys is hs runs of eight) kept in
-      // registers across the head elements. The last block may hold positions past `span`:
-      // those scores are ignored. Rows of `scores` are ctx (a multiple of 8) apart.
-      float* sj = scores + j * ctx;
-      const float* qj = q + j * hs;
-      for (int64_t t0 = 0; t0 < span; t0 += 8) {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        const float* block = keys_t + t0 * hs;
-        for (int64_t e = 0; e < hs; ++e) {
-          const float qe = qj[e] * scale;
-          for (int64_t l = 0; l < 8; ++l) acc[l] += qe * block[e * 8 + l];
-        }
-        for (int64_t l = 0; l < 8; ++l) sj[t0 + l] = acc[l];
-      }
-      // Reductions in eight independent lanes, so that they vectorize without -ffast-math.
-      constexpr int64_t lanes = 8;
-      float top_lane[lanes], sum_lane[lanes];
-      for (int64_t l = 0; l < lanes; ++l) top_lane[l] = sj[0], sum_lane[l] = 0.0f;
-      const int64_t body = span - span % lanes;
-      for (int64_t t = 0; t < body; t += lanes)
-        for (int64_t l = 0; l < lanes; ++l) top_lane[l] = std::max(top_lane[l], sj[t + l]);
-      float top = sj[0];
-      for (int64_t l = 0; l < lanes; ++l) top = std::max(top, top_lane[l]);
-      for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
-      for (int64_t t = 0; t < span; ++t) sj[t] = exp_nonpositive(sj[t] - top);
-      for (int64_t t = 0; t < body; t += lanes)
-        for (int64_t l = 0; l < lanes; ++l) sum_lane[l] += sj[t + l];
-      float total = 0.0f;
-      for (int64_t l = 0; l < lanes; ++l) total += sum_lane[l];
-      for (int64_t t = body; t < span; ++t) total += sj[t];
-      const float inv = 1.0f / total;
-      for (int64_t t = 0; t < span; ++t) sj[t] *= inv;
-    }
-    std::fill(out, out + g * hs, 0.0f);
-    for (int64_t t = 0; t < span; ++t) {
-      const float* vt = values + t * hs;
-      for (int64_t j = 0; j < g; ++j) {
-        const float w = scores[j * ctx + t];
-        float* oj = out + j * hs;
-        for (int64_t e = 0; e < hs; ++e) oj[e] += w * vt[e];
-      }
-    }
-  }
-
-  // exp(x) for x <= 0 in straight-line code that vectorizes (std::exp does not without
-  // -ffast-math): Cephes' expf, range reduction by ln 2 and a degree-6 polynomial, within 2 ulp.
-  static inline float exp_nonpositive(float x) {
-    x = std::max(x, -87.0f);
-    const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    float two_n;
-    std::memcpy(&two_n, &bits, sizeof(two_n));
-    return p * two_n;
   }
 
   int64_t capacity_ = 0;
@@ -604,6 +441,7 @@ class llama_loops final : public llama_base {
   };
   std::vector<packed_layer> packed_;
   packed_matrix classifier_;
+  bool bf16_cache_;          // k_cache_ and v_cache_ hold bf16 (else float32)
   at::Tensor k_cache_, v_cache_;
   int64_t key_blocks_ = 0;  // blocks of eight positions per head in k_cache_
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,

@@ -393,6 +393,13 @@ expected<std::unique_ptr<causal_lm>> make_llama_ops(const llama_weights& weights
                                                     const runtime_options& options,
                                                     int32_t context) {
   try {
+    // The cache is a tensor of the network's compute type: no other format is kept.
+    if (kv_dtype_of(options) != options.dtype)
+      return make_error(ec::bad_config,
+                        std::string{"model.kv_cache_dtype = "} + dtype_name(kv_dtype_of(options)) +
+                            " needs the plain-loop network (the CPU's); the torch-operation "
+                            "network keeps its KV cache in model.dtype (" +
+                            dtype_name(options.dtype) + ")");
     if (auto why = device_unavailable(parse_device(options.device)); !why.empty())
       return make_error(ec::bad_config,
                         "device '" + options.device + "' is not available: " + why);

@@ -30,6 +30,14 @@ expected<compute_dtype> choose_dtype(const std::string& requested, const std::st
                                                            : compute_dtype::f32;
 }
 
+expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dtype dtype) {
+  if (requested == "auto") return dtype;
+  if (requested == "f32") return compute_dtype::f32;
+  if (requested == "bf16") return compute_dtype::bf16;
+  return make_error(ec::bad_config, "model.kv_cache_dtype must be 'auto', 'f32' or 'bf16', got '" +
+                                        requested + "'");
+}
+
 expected<model_info> inspect_model(const std::string& spec) {
   model_info info;
   info.path = spec;

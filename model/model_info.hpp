@@ -67,6 +67,10 @@ error check_sliding_window(const model_info& info, int32_t context);
 expected<compute_dtype> choose_dtype(const std::string& requested, const std::string& device,
                                      const std::string& weights_dtype);
 
+/// The KV cache's number format for `requested` (`model.kv_cache_dtype`: "auto", "f32" or
+/// "bf16") when the network computes in `dtype`: "auto" is `dtype`.
+expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dtype dtype);
+
 /// True when `path` is a directory.
 bool is_directory(const std::string& path);
 

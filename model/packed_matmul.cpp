@@ -164,22 +164,6 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
 
 }  // namespace
 
-uint16_t to_bf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
-    return uint16_t((bits >> 16) | 0x0040u);  // a quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);        // round to nearest, ties to even
-  return uint16_t(bits >> 16);
-}
-
-float from_bf16(uint16_t bits) {
-  const uint32_t wide = uint32_t{bits} << 16;
-  float x;
-  std::memcpy(&x, &wide, sizeof(x));
-  return x;
-}
-
 packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride,
                              weight_format format)
     : in_(in), out_(out), panels_((out + width - 1) / width), format_(format) {

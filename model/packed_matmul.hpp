@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace conveyor::model {
@@ -57,10 +58,23 @@ class packed_matrix {
   std::vector<uint16_t> bf16_;
 };
 
-/// `x` rounded to the nearest bfloat16 (ties to even), as its 16 bits; NaN stays NaN.
-uint16_t to_bf16(float x);
+/// `x` rounded to the nearest bfloat16 (ties to even), as its 16 bits; NaN stays NaN. Inline:
+/// the plain-loop network rounds every key and value it caches in bfloat16 with it.
+inline uint16_t to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return uint16_t((bits >> 16) | 0x0040u);  // a quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);        // round to nearest, ties to even
+  return uint16_t(bits >> 16);
+}
 
 /// The float32 value of bfloat16 bits.
-float from_bf16(uint16_t bits);
+inline float from_bf16(uint16_t bits) {
+  const uint32_t wide = uint32_t{bits} << 16;
+  float x;
+  std::memcpy(&x, &wide, sizeof(x));
+  return x;
+}
 
 }  // namespace conveyor::model

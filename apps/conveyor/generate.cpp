@@ -34,6 +34,7 @@ struct generate_options {
   std::string tokenizer;
   int64_t threads = 0;
   std::string dtype = "auto";
+  std::string kv_cache_dtype = "auto";
   int32_t context = 0;
   bool show_tokens = false;
   bool ignore_eos = false;
@@ -70,6 +71,9 @@ int run_generate(const generate_options& o) {
   auto dtype = model::choose_dtype(o.dtype, ro.device, "");
   if (!dtype) return fail(message_of(dtype.error()));
   ro.dtype = *dtype;
+  auto kv_dtype = model::choose_kv_dtype(o.kv_cache_dtype, *dtype);
+  if (!kv_dtype) return fail(message_of(kv_dtype.error()));
+  ro.kv_dtype = *kv_dtype;
   std::string summary;
   auto m = model::load_model(model_spec, ro, &summary);
   if (!m) return fail(message_of(m.error()));
@@ -151,6 +155,11 @@ command_fn add_generate(CLI::App& app) {
                   "A SentencePiece .model or llama2.c .bin vocabulary (default: tok512.model "
                   "beside the model, else the embedded one)");
   cmd->add_option("--dtype", o->dtype, "Compute in auto (f32 on a CPU), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                  "Keep the KV cache in auto (as --dtype), f32 or bf16 (bf16 with f32 compute: "
+                  "the CPU's plain-loop network only)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--context", o->context,

@@ -31,6 +31,24 @@ TEST(generate, prints_exactly_the_expected_greedy_story) {
   EXPECT_NE(r.err.find("BLAS: "), std::string::npos) << "start-up names the BLAS library";
 }
 
+// With a bf16 KV cache (f32 weights) the greedy story of stories260K still equals run.c's in
+// all 60 tokens (llama_test measures it in process: the largest logit difference to f32 is 0.1,
+// and no two candidates of this story come that close).
+TEST(generate, a_bf16_kv_cache_prints_the_same_greedy_story) {
+  auto r = run_conveyor(
+      "generate --prompt 'Once upon a time' --max-tokens 60 --temperature 0 "
+      "--kv-cache-dtype bf16 --log-level info");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            read_file(source("models/stories260K/expected/greedy_once_upon_a_time_n64.txt")));
+  EXPECT_NE(r.err.find("in f32 (plain loops, bf16 KV cache, f32 weights and activations)"),
+            std::string::npos)
+      << r.err;
+  auto bad = run_conveyor("generate -p hi --kv-cache-dtype fp8");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--kv-cache-dtype"), std::string::npos) << bad.err;
+}
+
 TEST(generate, an_empty_prompt_prints_what_run_c_prints) {
   // run.c without a prompt starts from BOS and drops the leading space of the first piece.
   auto r = run_conveyor("generate --prompt '' --max-tokens 64 --temperature 0");

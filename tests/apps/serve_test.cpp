@@ -1,5 +1,6 @@
 // `conveyor serve --threads N`: the same flag, meaning and check as generate's and bench's; the
-// executors' start-up log line shows the threads they compute with.
+// executors' start-up log line shows the threads they compute with. And model.kv_cache_dtype
+// reaches the executors' model.
 #include <string>
 #include <thread>
 
@@ -57,4 +58,51 @@ TEST(serve_command, threads_outside_0_to_1024_is_refused_naming_the_flag) {
     EXPECT_NE(r.exit_code, 0) << command;
     EXPECT_NE(r.err.find("--threads"), std::string::npos) << command << ": " << r.err;
   }
+}
+
+namespace {
+
+/// What `serve` with `args` logs of its executor cpu:0's model (its describe() line), "" when it
+/// never got there.
+std::string model_of_serve(std::vector<std::string> args, std::string& log) {
+  args.insert(args.begin(), {"serve", "--port", "0", "--log-level", "info", "--threads", "1"});
+  background_conveyor serve{args};
+  const auto ready = serve.wait_for("ready: model");
+  log = serve.log();
+  if (ready.empty()) return "";
+  return serve.wait_for("executor cpu:0 on cpu: ([^\\n]*)");
+}
+
+}  // namespace
+
+// model.kv_cache_dtype reaches the executors' model: "auto" follows model.dtype, "bf16" keeps
+// the cache in bf16 with f32 weights (half the bytes: stories260K's 16 slots x 512 positions x 5
+// layers x kv_dim 32 x 2 x 4 bytes = 10 MiB in f32, 5 in bf16).
+TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
+  std::string log;
+  auto f32 = model_of_serve({"--set", "executors=cpu"}, log);
+  EXPECT_NE(f32.find("in f32 (plain loops), 16 slots x 512 tokens, KV cache 10 MiB"),
+            std::string::npos)
+      << f32 << "\n" << log;
+  auto bf16_cache =
+      model_of_serve({"--set", "executors=cpu", "--set", "model.kv_cache_dtype=bf16"}, log);
+  EXPECT_NE(bf16_cache.find("in f32 (plain loops, bf16 KV cache, f32 weights and activations), 16 "
+                            "slots x 512 tokens, KV cache 5 MiB"),
+            std::string::npos)
+      << bf16_cache << "\n" << log;
+  auto bf16 = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16"}, log);
+  EXPECT_NE(bf16.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
+            std::string::npos)
+      << bf16 << "\n" << log;
+  auto bf16_f32_cache = model_of_serve(
+      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.kv_cache_dtype=f32"},
+      log);
+  EXPECT_NE(bf16_f32_cache.find("(plain loops, bf16 weights, f32 activations and KV cache)"),
+            std::string::npos)
+      << bf16_f32_cache << "\n" << log;
+  auto bad = run_conveyor("serve --port 0 --set model.kv_cache_dtype=fp8");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("model.kv_cache_dtype: must be 'auto', 'f32' or 'bf16', got 'fp8'"),
+            std::string::npos)
+      << bad.err;
 }

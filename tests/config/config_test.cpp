@@ -56,6 +56,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.model.name, "");
   EXPECT_EQ(x.model.seed, 0);
   EXPECT_EQ(x.model.dtype, "auto");
+  EXPECT_EQ(x.model.kv_cache_dtype, "auto");
   EXPECT_EQ(x.tokenizer.workers, 2);
   EXPECT_TRUE(x.auto_executors);
   EXPECT_TRUE(x.executors.empty());
@@ -119,7 +120,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 45u);
+  EXPECT_EQ(all.size(), 46u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -133,11 +134,12 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   EXPECT_EQ(all[0], "model.path");
   EXPECT_EQ(all[4], "model.chat_template");
   EXPECT_EQ(all[5], "model.dtype");
-  EXPECT_EQ(all[6], "tokenizer.workers");
-  EXPECT_EQ(all[7], "executors");
-  EXPECT_EQ(all[8], "executors[].device");
-  EXPECT_EQ(all[13], "executors[].step_target_ratio");
-  EXPECT_EQ(all[16], "cluster.remote");
+  EXPECT_EQ(all[6], "model.kv_cache_dtype");
+  EXPECT_EQ(all[7], "tokenizer.workers");
+  EXPECT_EQ(all[8], "executors");
+  EXPECT_EQ(all[9], "executors[].device");
+  EXPECT_EQ(all[14], "executors[].step_target_ratio");
+  EXPECT_EQ(all[17], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -151,6 +153,7 @@ path = "synthetic:s15m"
 tokenizer = "tok.model"
 name = "tiny"
 seed = 7
+kv_cache_dtype = "bf16"
 
 [tokenizer]
 workers = 4
@@ -207,6 +210,7 @@ level = "debug"
   EXPECT_EQ(x.model.tokenizer, "tok.model");
   EXPECT_EQ(x.model.name, "tiny");
   EXPECT_EQ(x.model.seed, 7);
+  EXPECT_EQ(x.model.kv_cache_dtype, "bf16");
   EXPECT_EQ(x.tokenizer.workers, 4);
   EXPECT_FALSE(x.auto_executors);
   ASSERT_EQ(x.executors.size(), 1u);
@@ -407,6 +411,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: model.seed: must be at least 0, got -1"},
         bad_value{"[model]\ndtype = \"f16\"\n",
                   "conveyor.toml:2: model.dtype: must be 'auto', 'f32' or 'bf16', got 'f16'"},
+        bad_value{"[model]\nkv_cache_dtype = \"fp8\"\n",
+                  "conveyor.toml:2: model.kv_cache_dtype: must be 'auto', 'f32' or 'bf16', got "
+                  "'fp8'"},
         bad_value{"[tokenizer]\nworkers = 0\n",
                   "conveyor.toml:2: tokenizer.workers: must be at least 1, got 0"},
         bad_value{
@@ -787,6 +794,7 @@ name = ""
 seed = 0
 chat_template = ""
 dtype = "auto"
+kv_cache_dtype = "auto"
 
 [tokenizer]
 workers = 2

@@ -1,0 +1,240 @@
+// Attention over the plain-loop network's KV cache (see cache_attention.hpp): eight-wide vector
+// code for the common head sizes, a scalar loop for the others; float32 or bf16 cache elements.
+#include "model/cache_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace conveyor::model {
+
+namespace {
+
+// The eight-wide vector helpers below are internal (inlined, never called across a library
+// boundary), so the ABI note GCC gives for vector returns without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// The vector attention is compiled twice on x86-64: for the baseline and for x86-64-v3
+// (AVX2 + FMA); the loader picks what the processor runs. Other targets get the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CONVEYOR_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CONVEYOR_VECTOR_CLONES
+#endif
+
+using v8f = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
+using v8u16 = uint16_t __attribute__((vector_size(16)));
+using v8u32 = uint32_t __attribute__((vector_size(32)));
+
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Eight bf16 widened to float32: each one's 16 bits become the high half of a float (zero
+// extended to 32 bits, shifted left by 16), as from_bf16 does one at a time.
+inline v8f load8(const uint16_t* p) {
+  v8u16 h;
+  std::memcpy(&h, p, sizeof(h));
+  const v8u32 bits = __builtin_convertvector(h, v8u32) << 16;
+  v8f v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+inline void store8(float* p, v8f v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// exp_nonpositive on eight lanes.
+inline v8f exp8_nonpositive(v8f x) {
+  const v8f floor_x = x * 0.0f - 87.0f;
+  x = x < floor_x ? floor_x : x;
+  const v8f y = x * 1.44269504088896341f + 0.5f;
+  v8i ni = __builtin_convertvector(y, v8i);      // toward zero
+  ni += (__builtin_convertvector(ni, v8f) > y);  // -1 where that rounded up: floor
+  const v8f n = __builtin_convertvector(ni, v8f);
+  const v8f r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  v8f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const v8i bits = (ni + 127) << 23;
+  v8f two_n;
+  std::memcpy(&two_n, &bits, sizeof(two_n));
+  return p * two_n;
+}
+
+// exp(x) for x <= 0 in straight-line code that vectorizes (std::exp does not without
+// -ffast-math): Cephes' expf, range reduction by ln 2 and a degree-6 polynomial, within 2 ulp.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof(two_n));
+  return p * two_n;
+}
+
+// Softmax attention of g query heads (q: g x hs, contiguous) over `span` positions of one kv
+// head: keys in blocks of eight positions (hs x 8 each, contiguous), values (span x hs,
+// contiguous); into out (g x hs). Rows of `scores` are ctx (a multiple of 8) apart. HS > 0
+// fixes hs at compile time. Every inner loop runs over contiguous memory. Eight-wide vectors (GCC
+// vector extensions, so that it vectorizes whatever the optimizer decides) for head sizes that
+// are multiples of 8. Keys and values are float32 or bf16 (T = uint16_t), widened eight at a
+// time in registers; every sum is float32.
+template <int HS, class T>
+CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
+                                   const T* __restrict__ keys_t, int64_t ctx,
+                                   const T* __restrict__ values, int64_t span, float scale,
+                                   float* __restrict__ scores, float* __restrict__ out) {
+  static_assert(HS % 8 == 0, "vector attention needs a head size that is a multiple of 8");
+  constexpr int64_t blocks = HS / 8;
+  const int64_t body = span - span % 8;
+  // Scores of the g heads, eight positions at a time: a block of keys is HS runs of eight
+  // positions, so the eight scores stay in registers (four partial sums, for the multiply-add
+  // latency) and the whole pass reads the head's keys as one contiguous run. The last block
+  // may hold positions past `span` (stale or zero): their lanes are written and ignored.
+  for (int64_t t0 = 0; t0 < span; t0 += 8) {
+    const T* block = keys_t + t0 * HS;
+    for (int64_t j = 0; j < g; ++j) {
+      const float* qj = q + j * HS;
+      v8f acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+      for (int64_t e = 0; e < HS; e += 4) {
+        acc0 += qj[e] * load8(block + 8 * e);
+        acc1 += qj[e + 1] * load8(block + 8 * (e + 1));
+        acc2 += qj[e + 2] * load8(block + 8 * (e + 2));
+        acc3 += qj[e + 3] * load8(block + 8 * (e + 3));
+      }
+      store8(scores + j * ctx + t0, ((acc0 + acc1) + (acc2 + acc3)) * scale);
+    }
+  }
+  for (int64_t j = 0; j < g; ++j) {
+    float* sj = scores + j * ctx;
+    v8f top8 = load8(sj);
+    for (int64_t t = 8; t < body; t += 8) {
+      const v8f x = load8(sj + t);
+      top8 = x > top8 ? x : top8;
+    }
+    float top = sj[0];
+    for (int64_t l = 0; l < 8 && l < body; ++l) top = std::max(top, top8[l]);
+    for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
+    v8f sum8 = {};
+    for (int64_t t = 0; t < body; t += 8) {
+      const v8f e = exp8_nonpositive(load8(sj + t) - top);
+      store8(sj + t, e);
+      sum8 += e;
+    }
+    float total = 0.0f;
+    for (int64_t l = 0; l < 8; ++l) total += sum8[l];
+    for (int64_t t = body; t < span; ++t) total += sj[t] = exp_nonpositive(sj[t] - top);
+    const float inv = 1.0f / total;
+    // Weighted sum of the values, head elements in registers.
+    v8f acc[blocks] = {};
+    for (int64_t t = 0; t < span; ++t) {
+      const float w = sj[t] * inv;
+      const T* vt = values + t * HS;
+      for (int64_t b = 0; b < blocks; ++b) acc[b] += w * load8(vt + 8 * b);
+    }
+    for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[b]);
+  }
+}
+
+// The same for any head size, one lane at a time.
+template <class T>
+void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g,
+                   const T* __restrict__ keys_t, int64_t ctx, const T* __restrict__ values,
+                   int64_t span, float scale, float* __restrict__ scores,
+                   float* __restrict__ out) {
+  for (int64_t j = 0; j < g; ++j) {
+    // Scores in blocks of eight positions (a block of keys is hs runs of eight) kept in
+    // registers across the head elements. The last block may hold positions past `span`:
+    // those scores are ignored. Rows of `scores` are ctx (a multiple of 8) apart.
+    float* sj = scores + j * ctx;
+    const float* qj = q + j * hs;
+    for (int64_t t0 = 0; t0 < span; t0 += 8) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const T* block = keys_t + t0 * hs;
+      for (int64_t e = 0; e < hs; ++e) {
+        const float qe = qj[e] * scale;
+        for (int64_t l = 0; l < 8; ++l) acc[l] += qe * load_cached(block[e * 8 + l]);
+      }
+      for (int64_t l = 0; l < 8; ++l) sj[t0 + l] = acc[l];
+    }
+    // Reductions in eight independent lanes, so that they vectorize without -ffast-math.
+    constexpr int64_t lanes = 8;
+    float top_lane[lanes], sum_lane[lanes];
+    for (int64_t l = 0; l < lanes; ++l) top_lane[l] = sj[0], sum_lane[l] = 0.0f;
+    const int64_t body = span - span % lanes;
+    for (int64_t t = 0; t < body; t += lanes)
+      for (int64_t l = 0; l < lanes; ++l) top_lane[l] = std::max(top_lane[l], sj[t + l]);
+    float top = sj[0];
+    for (int64_t l = 0; l < lanes; ++l) top = std::max(top, top_lane[l]);
+    for (int64_t t = body; t < span; ++t) top = std::max(top, sj[t]);
+    for (int64_t t = 0; t < span; ++t) sj[t] = exp_nonpositive(sj[t] - top);
+    for (int64_t t = 0; t < body; t += lanes)
+      for (int64_t l = 0; l < lanes; ++l) sum_lane[l] += sj[t + l];
+    float total = 0.0f;
+    for (int64_t l = 0; l < lanes; ++l) total += sum_lane[l];
+    for (int64_t t = body; t < span; ++t) total += sj[t];
+    const float inv = 1.0f / total;
+    for (int64_t t = 0; t < span; ++t) sj[t] *= inv;
+  }
+  std::fill(out, out + g * hs, 0.0f);
+  for (int64_t t = 0; t < span; ++t) {
+    const T* vt = values + t * hs;
+    for (int64_t j = 0; j < g; ++j) {
+      const float w = scores[j * ctx + t];
+      float* oj = out + j * hs;
+      for (int64_t e = 0; e < hs; ++e) oj[e] += w * load_cached(vt[e]);
+    }
+  }
+}
+
+}  // namespace
+
+// attend<HS> with the head size known at compile time for the common sizes, so that the inner
+// loops unroll and vectorize; other sizes take the general loop.
+template <class T>
+void attend_cached(int64_t hs, const float* q, int64_t g, const T* keys_t, int64_t ctx,
+                   const T* values, int64_t span, float scale, float* scores, float* out) {
+#define CONVEYOR_ATTEND(HS) attend<HS, T>(q, g, keys_t, ctx, values, span, scale, scores, out)
+  switch (hs) {
+    case 8:
+      return CONVEYOR_ATTEND(8);
+    case 16:
+      return CONVEYOR_ATTEND(16);
+    case 32:
+      return CONVEYOR_ATTEND(32);
+    case 48:
+      return CONVEYOR_ATTEND(48);
+    case 64:
+      return CONVEYOR_ATTEND(64);
+    case 96:
+      return CONVEYOR_ATTEND(96);
+    case 128:
+      return CONVEYOR_ATTEND(128);
+    default:
+      return attend_scalar(hs, q, g, keys_t, ctx, values, span, scale, scores, out);
+  }
+#undef CONVEYOR_ATTEND
+}
+
+template void attend_cached<float>(int64_t, const float*, int64_t, const float*, int64_t,
+                                   const float*, int64_t, float, float*, float*);
+template void attend_cached<uint16_t>(int64_t, const float*, int64_t, const uint16_t*, int64_t,
+                                      const uint16_t*, int64_t, float, float*, float*);
+
+}  // namespace conveyor::model
