@@ -17,11 +17,14 @@
 #include "model/llama_layout.hpp"
 #include "model/packed_matmul.hpp"
 #include "model/parallel_grain.hpp"
+#include "model/vector8.hpp"
 #include "model/work_pool.hpp"
 
 namespace conveyor::model {
 
 namespace {
+
+using namespace vec8;
 
 class llama_loops final : public llama_base {
  public:
