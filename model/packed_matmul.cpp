@@ -149,7 +149,7 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
   // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them, so that
   // a small product stays on one thread.
   const int64_t task_cost = std::min(m, chunk_rows) * std::max<int64_t>(k, 1) * width;
-  const int64_t grain = grain_for(task_cost);
+  const int64_t grain = grain_for(task_cost, min_product_work_per_thread);
   parallel_for(chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;
