@@ -38,6 +38,8 @@ static_assert(vectors == 3, "the kernel keeps three vectors of columns per row")
 constexpr int64_t block_rows = 8;
 // Rows of x per task: their inputs stay in the core's cache while its panels stream past.
 constexpr int64_t chunk_rows = 128;
+// Rows below which a task costs about what streaming its panel of weights costs.
+constexpr int64_t streaming_rows = 4;
 
 CONVEYOR_INLINE v16f load(const float* p) {
   v16f v;
@@ -147,9 +149,12 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
   if (m <= 0 || out <= 0) return;
   const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
   // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them, so that
-  // a small product stays on one thread.
-  const int64_t task_cost = std::min(m, chunk_rows) * std::max<int64_t>(k, 1) * width;
-  const int64_t grain = grain_for(task_cost, min_product_work_per_thread);
+  // a small product stays on one thread. A task streams its panel of weights whatever its rows:
+  // below `streaming_rows` it is costed as that many, so that a one-row product of a large
+  // matrix (memory-bound) splits and a small matrix's product (a few microseconds) does not.
+  const int64_t task_cost =
+      std::max(std::min(m, chunk_rows), streaming_rows) * std::max<int64_t>(k, 1) * width;
+  const int64_t grain = grain_for(task_cost);
   parallel_for(chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;

@@ -12,15 +12,9 @@ namespace conveyor::model {
 /// loops worth tens of microseconds per piece are split (docs/benchmarks.md, section 8).
 inline constexpr int64_t min_work_per_thread = int64_t{1} << 19;
 
-/// The same for the matrix products over packed weights, whose pieces stream distinct panels of
-/// weights: a product of one row (a decode step at batch 1) splits, so that both cores read the
-/// weights; alone on one core the step took 0.78 to 0.89 ms for s15m, split 0.48 to 0.53 ms
-/// (docs/benchmarks.md, section 8).
-inline constexpr int64_t min_product_work_per_thread = int64_t{1} << 17;
-
-/// The grain (items per task) for items of `cost` each, when a piece needs `min_work`.
-inline int64_t grain_for(int64_t cost, int64_t min_work = min_work_per_thread) {
-  return std::max<int64_t>(1, min_work / std::max<int64_t>(cost, 1));
+/// The grain (items per task) for items of `cost` each.
+inline int64_t grain_for(int64_t cost) {
+  return std::max<int64_t>(1, min_work_per_thread / std::max<int64_t>(cost, 1));
 }
 
 }  // namespace conveyor::model
