@@ -168,12 +168,13 @@ void bm_decode(benchmark::State& state) {
   state.counters["x_weights"] = benchmark::Counter(weights_us * 1e-6, over);
 }
 
-// The decode step of s15m at batch 64 with every sequence at one position: the step reads
+// The decode step of s15m with every sequence at one position: the step reads
 // 2 x layers x batch x kv_dim x (position + 1) numbers of cache (f32, or bf16 with kv_bf16), so
-// the difference between two positions gives the bandwidth attention reads the cache at.
+// the difference between two positions gives the bandwidth attention reads the cache at (batch
+// 64), or what a long sequence alone adds to its step (batch 1).
 void bm_decode_at(benchmark::State& state) {
-  const int32_t batch = 64, position = int32_t(state.range(0));
-  const bool kv_bf16 = state.range(1) != 0;
+  const int32_t batch = int32_t(state.range(0)), position = int32_t(state.range(1));
+  const bool kv_bf16 = state.range(2) != 0;
   auto model = load(1, batch, false, kv_bf16);
   const auto step = prefilled_step(*model, batch, position);
   for (auto _ : state) benchmark::DoNotOptimize(model->decode(step).data);
@@ -235,8 +236,8 @@ BENCHMARK(bm_prefill)->Apply(args);
 BENCHMARK(bm_decode)->Apply(decode_args);
 BENCHMARK(bm_matmul)->Apply(matmul_args);
 BENCHMARK(bm_decode_at)
-    ->ArgNames({"position", "kv_bf16"})
-    ->ArgsProduct({{32, 480}, {0, 1}})
+    ->ArgNames({"batch", "position", "kv_bf16"})
+    ->ArgsProduct({{1, 64}, {32, 480}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -394,6 +394,13 @@ class llama_loops final : public llama_base {
       rows_attention_as<float>(layer, n, q, out);
   }
 
+  // A (row, kv head) task of attention costs about this many multiply-adds of a packed product
+  // per position and query head element: each number of the cache it reads is used once, where a
+  // product uses a weight for every row, and each position's score takes an exp. Chosen by
+  // measurement (docs/benchmarks.md, section 8): 8 to 32 give alike steps; 1, the multiply-adds
+  // alone, kept attention on one thread where it was most of the step.
+  static constexpr int64_t attention_cost = 16;
+
   template <class T>
   void rows_attention_as(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
     const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, heads = shape_.n_heads;
@@ -409,7 +416,7 @@ class llama_loops final : public llama_base {
     const int64_t ctx = key_blocks_ * 8;  // positions per head in the key cache; scores' stride
     int64_t longest = 1;
     for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
-    const int64_t grain = grain_for(longest * hs * g);
+    const int64_t grain = grain_for(attention_cost * longest * hs * g);
     // One task per (row, kv head): the g query heads that share a kv head read its keys and
     // values once.
     parallel_for(n * kvh, grain, [&](int64_t begin, int64_t end) {

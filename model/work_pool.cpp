@@ -141,8 +141,12 @@ void work_pool::run_erased(int64_t n, int64_t grain, void* ctx, body call) {
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = generation_of(state_.load(std::memory_order_relaxed)) + 1;
   state_.store((uint64_t{gen} << 32) | (uint64_t(pieces) << 16));
-  if (sleepers_.load() > 0) {
+  // Sleeping workers are woken only for a job with a full grain beyond the caller's first piece.
+  // A smaller job's second piece is shorter than a wake-up: the caller finishes it first, and the
+  // woken worker only takes a core from the server's other threads for its spin.
+  if (n >= 2 * grain && sleepers_.load() > 0) {
     { std::lock_guard<std::mutex> guard(sleep_mutex_); }
+    wakes_.fetch_add(1, std::memory_order_relaxed);
     wake_.notify_all();
   }
   inside_pool = true;

@@ -48,6 +48,8 @@ class work_pool {
 
   /// Calls f(begin, end) over [0, n) in pieces of at least `grain` items; returns when every
   /// piece has run. The first exception a piece throws is rethrown here, after all pieces ended.
+  /// Workers that are polling take pieces of any split loop; sleeping ones are woken only when
+  /// n >= 2 * grain, so that there is a full grain for them beyond the caller's first piece.
   template <class F>
   void run(int64_t n, int64_t grain, F&& f) {
     using fn = std::remove_reference_t<F>;
@@ -57,6 +59,9 @@ class work_pool {
 
   /// Times a worker went to sleep for lack of work.
   uint64_t sleeps() const { return sleeps_.load(); }
+
+  /// Times a call woke sleeping workers.
+  uint64_t wakes() const { return wakes_.load(); }
 
   /// Workers asleep now (tests observe that idle workers sleep).
   int32_t sleeping() const { return sleepers_.load(); }
@@ -98,6 +103,7 @@ class work_pool {
   std::atomic<bool> stop_{false};
   std::chrono::microseconds spin_;
   std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> wakes_{0};
   std::atomic<uint64_t> pieces_by_workers_{0};
   std::atomic<int32_t> threads_{1};
   std::vector<std::thread> workers_;  // changed only under run_mutex_

@@ -1,6 +1,7 @@
 // The compute pool: every item of a loop runs exactly once, pieces run concurrently on distinct
 // threads, a held-up worker delays only its own piece (the caller takes the rest), sleeping
-// workers wake for the next loop, and nested, concurrent and failing calls end cleanly.
+// workers wake for the next loop that has a full grain for them, and nested, concurrent and
+// failing calls end cleanly.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -152,6 +153,29 @@ TEST(work_pool, idle_workers_sleep_and_wake_for_the_next_loop) {
   EXPECT_GE(pool.pieces_by_workers(), 3u);
   EXPECT_LE(pool.pieces_by_workers(), 6u);
   EXPECT_GE(pool.sleeps(), 4u);
+}
+
+TEST(work_pool, a_sleeping_worker_is_woken_only_for_a_full_grain_beyond_the_callers_piece) {
+  work_pool pool(2, 0us);
+  auto items_run = [&](int64_t n, int64_t grain) {
+    std::atomic<int64_t> items{0};
+    pool.run(n, grain, [&](int64_t begin, int64_t end) { items += end - begin; });
+    return items.load();
+  };
+  // With no spin the worker sleeps as soon as it is idle, and stays asleep until notified.
+  while (pool.sleeping() < 1) std::this_thread::yield();
+  // 15 items in grains of 8: two pieces, the second shorter than a grain. The caller runs both.
+  EXPECT_EQ(items_run(15, 8), 15);
+  EXPECT_EQ(pool.wakes(), 0u);
+  EXPECT_EQ(pool.pieces_by_workers(), 0u);
+  EXPECT_EQ(pool.sleeping(), 1);
+  // 16 items in grains of 8: a full grain for the worker, which is woken.
+  EXPECT_EQ(items_run(16, 8), 16);
+  EXPECT_EQ(pool.wakes(), 1u);
+  // Once more after it sleeps again: every loop with two full grains wakes it.
+  while (pool.sleeping() < 1) std::this_thread::yield();
+  EXPECT_EQ(items_run(1000, 8), 1000);
+  EXPECT_EQ(pool.wakes(), 2u);
 }
 
 TEST(work_pool, a_loop_inside_a_piece_runs_on_that_thread) {
