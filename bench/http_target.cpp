@@ -1,14 +1,25 @@
 #include "bench/http_target.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <nlohmann/json.hpp>
 
-#include "client/http_client.hpp"
+#include "client/response_reader.hpp"
 #include "client/sse_parser.hpp"
 #include "common/host_port.hpp"
 
@@ -123,55 +134,146 @@ request_record completion_stream::finish(unsigned http_status, const std::string
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-request_record one_request(const workload_request& w, const target_options& o,
-                           clock_type::time_point scheduled) {
-  const auto timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(o.timeout_s));
-  completion_stream stream;
-  unsigned status = 0;
-  std::string transport_error;
-  client::connection_options connect;
-  connect.connect_timeout = timeout;
-  client::http_connection connection{o.url.host, o.url.port, connect};
-  nlohmann::json body = {{"prompt", w.prompt},
-                         {"max_tokens", w.max_tokens},
-                         {"stream", true},
-                         {"stream_options", {{"include_usage", true}}}};
-  if (!o.model.empty()) body["model"] = o.model;
-  add_to_body(o.sampling, body);
-  if (connection.connected() &&
-      connection.send_request("POST", o.url.prefix + "/v1/completions", body.dump(),
-                              {{"Accept", "text/event-stream"}})) {
-    client::sse_parser events{
-        [&](const std::string& data) { stream.on_data(data, seconds_since(scheduled)); }};
-    std::string raw;  // the body of a non-200 response
-    auto reply = connection.read_response(
-        timeout, [&](const client::http_reply& head, std::string_view bytes) {
-          status = head.status;
-          if (status == 200)
-            events.feed(bytes);
-          else if (raw.size() < 4000)
-            raw.append(bytes.data(), bytes.size());
-        });
-    if (!reply) transport_error = connection.error();
-    if (status != 0 && status != 200) stream.on_data(raw, seconds_since(scheduled));
-  } else {
-    transport_error = connection.error();
+// One request of a run, from connecting to the end of its stream, on the run's one event loop:
+// a client on the same cores as the server costs one thread, not one per request.
+class stream_request : public std::enable_shared_from_this<stream_request> {
+ public:
+  using on_end = std::function<void(request_record)>;
+
+  stream_request(asio::io_context& io, const tcp::resolver::results_type& endpoints,
+                 const workload_request& w, const target_options& o,
+                 clock_type::time_point scheduled, on_end done)
+      : socket_(io), timer_(io), endpoints_(endpoints), scheduled_(scheduled),
+        timeout_(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::duration<double>(o.timeout_s))),
+        done_(std::move(done)),
+        reader_(false, [this](const client::http_reply& head, std::string_view bytes) {
+          on_body(head, bytes);
+        }),
+        events_([this](const std::string& data) { stream_.on_data(data, seconds_since(scheduled_)); }) {
+    nlohmann::json body = {{"prompt", w.prompt},
+                           {"max_tokens", w.max_tokens},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}}};
+    if (!o.model.empty()) body["model"] = o.model;
+    add_to_body(o.sampling, body);
+    request_.method(http::verb::post);
+    request_.target(o.url.prefix + "/v1/completions");
+    request_.version(11);
+    request_.set(http::field::host, o.url.host + ":" + o.url.port);
+    request_.set(http::field::content_type, "application/json");
+    request_.set(http::field::accept, "text/event-stream");
+    request_.body() = body.dump();
+    request_.prepare_payload();
+    where_ = o.url.host + ":" + o.url.port;
   }
-  if (status == 0 && transport_error.empty()) transport_error = "no response";
-  auto record =
-      stream.finish(status == 0 ? 200 : status, transport_error, seconds_since(scheduled));
-  if (status == 0) {
-    record.status = request_status::failed;
-    record.message = transport_error;
+
+  void start() {
+    arm();
+    asio::async_connect(socket_, endpoints_,
+                        [self = shared_from_this()](boost::system::error_code ec, const auto&) {
+                          self->connected(ec);
+                        });
   }
-  return record;
-}
+
+ private:
+  // The deadline of connecting, then of the response from the request's end.
+  void arm() {
+    timer_.expires_after(timeout_);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->ended_) return;
+      self->timed_out_ = true;
+      boost::system::error_code ignored;
+      self->socket_.close(ignored);
+    });
+  }
+
+  void connected(boost::system::error_code ec) {
+    if (ec)
+      return end(timed_out_ ? "timed out connecting to " + where_
+                            : "cannot connect to " + where_ + ": " + ec.message());
+    boost::system::error_code ignored;
+    socket_.set_option(tcp::no_delay{true}, ignored);
+    http::async_write(socket_, request_,
+                      [self = shared_from_this()](boost::system::error_code e, std::size_t) {
+                        if (e) return self->end(self->timed_out_ ? "timed out writing the request"
+                                                                 : "write: " + e.message());
+                        self->arm();
+                        self->read();
+                      });
+  }
+
+  void read() {
+    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](
+                                                      boost::system::error_code ec, std::size_t n) {
+      self->received(ec, n);
+    });
+  }
+
+  void received(boost::system::error_code ec, std::size_t n) {
+    auto got = client::response_reader::progress::more;
+    if (n > 0) got = reader_.feed({chunk_.data(), n});
+    if (got == client::response_reader::progress::more && ec) {
+      if (timed_out_) return end("timed out");
+      if (ec != asio::error::eof) return end(ec.message());
+      got = reader_.end_of_stream();
+    }
+    if (got == client::response_reader::progress::failed) return end(reader_.error());
+    if (got == client::response_reader::progress::done) return end("");
+    read();
+  }
+
+  void on_body(const client::http_reply& head, std::string_view bytes) {
+    status_ = head.status;
+    if (status_ == 200)
+      events_.feed(bytes);
+    else if (raw_.size() < 4000)
+      raw_.append(bytes.data(), bytes.size());
+  }
+
+  // The request ended: its record goes to the run once.
+  void end(std::string transport_error) {
+    if (ended_) return;
+    ended_ = true;
+    timer_.cancel();
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    if (status_ != 0 && status_ != 200) stream_.on_data(raw_, seconds_since(scheduled_));
+    if (status_ == 0 && transport_error.empty()) transport_error = "no response";
+    auto record =
+        stream_.finish(status_ == 0 ? 200 : status_, transport_error, seconds_since(scheduled_));
+    if (status_ == 0) {
+      record.status = request_status::failed;
+      record.message = transport_error;
+    }
+    done_(std::move(record));
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  const tcp::resolver::results_type& endpoints_;
+  clock_type::time_point scheduled_;
+  std::chrono::milliseconds timeout_;
+  on_end done_;
+  http::request<http::string_body> request_;
+  std::string where_;
+  client::response_reader reader_;
+  client::sse_parser events_;
+  completion_stream stream_;
+  std::array<char, 16384> chunk_{};
+  unsigned status_ = 0;
+  std::string raw_;  // the body of a non-200 response
+  bool timed_out_ = false;
+  bool ended_ = false;
+};
 
 }  // namespace
 
@@ -181,16 +283,19 @@ std::vector<request_record> run_target(const workload& requests, const target_op
   std::mutex mutex;
   std::condition_variable all_ended;
   std::size_t ended = 0;
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread loop([&] { io.run(); });
+  boost::system::error_code resolve_error;
+  tcp::resolver resolver{io};
+  const auto endpoints = resolver.resolve(options.url.host, options.url.port, resolve_error);
   const auto t0 = clock_type::now();
   auto last_end = t0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto scheduled = t0 + std::chrono::duration_cast<clock_type::duration>(
                                     std::chrono::duration<double>(requests[i].arrival_s));
     std::this_thread::sleep_until(scheduled);
-    // Detached, so that a long run does not keep the stacks of ended threads; the last thing a
-    // thread does is to count itself under the lock, after which it touches nothing here.
-    std::thread([&, i, scheduled] {
-      auto record = one_request(requests[i], options, scheduled);
+    auto record_end = [&, i](request_record record) {
       const auto now = clock_type::now();
       std::lock_guard<std::mutex> guard{mutex};
       records[i] = std::move(record);
@@ -198,11 +303,27 @@ std::vector<request_record> run_target(const workload& requests, const target_op
       ++ended;
       ++progress.ended;
       all_ended.notify_all();
-    }).detach();
+    };
+    if (resolve_error) {
+      request_record record;
+      record.status = request_status::failed;
+      record.message = "cannot resolve " + options.url.host + ": " + resolve_error.message();
+      record_end(std::move(record));
+    } else {
+      asio::post(io, [&, i, scheduled, record_end] {
+        std::make_shared<stream_request>(io, endpoints, requests[i], options, scheduled,
+                                         record_end)
+            ->start();
+      });
+    }
     ++progress.sent;
   }
-  std::unique_lock<std::mutex> guard{mutex};
-  all_ended.wait(guard, [&] { return ended == requests.size(); });
+  {
+    std::unique_lock<std::mutex> guard{mutex};
+    all_ended.wait(guard, [&] { return ended == requests.size(); });
+  }
+  work.reset();
+  loop.join();
   wall_s = std::chrono::duration<double>(last_end - t0).count();
   return records;
 }

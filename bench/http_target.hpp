@@ -1,5 +1,6 @@
 // The client side of `conveyor bench --target`: an OpenAI /v1/completions server with
-// stream: true, driven in open loop, through the shared HTTP client and SSE parser (client/).
+// stream: true, driven in open loop, every request's connection on one Asio event loop, through
+// the shared response reader and SSE parser (client/).
 // What a stream says is plain code that tests can drive.
 #pragma once
 
@@ -79,12 +80,14 @@ struct target_options {
   std::string model;
   /// The sampling fields of every request (see `add_to_body`: temperature is always sent).
   sampling_fields sampling;
-  /// Give up on a request after this many seconds.
+  /// Give up on connecting, and on a response once its request is sent, after this many seconds.
   double timeout_s = 600;
 };
 
-/// Replays `requests` against the server in open loop: a thread per request in flight (so
-/// hundreds can be), each started at t0 + arrival_s; returns when every request has ended. Returns
+/// Replays `requests` against the server in open loop: one connection per request, all on one
+/// event loop thread (so hundreds can be in flight), each started at t0 + arrival_s; a request
+/// fails when connecting, or its response after the request was sent, takes over `timeout_s`.
+/// Returns when every request has ended. Returns
 /// one record per request, in workload order, and sets `wall_s` to the seconds from t0 to the last
 /// end.
 std::vector<request_record> run_target(const workload& requests, const target_options& options,

@@ -1,19 +1,18 @@
 // The HTTP/1.1 client: Asio operations run on a private io_context until they complete or their
 // deadline passes (Beast's own stream timeouts close the socket, which a client that only wants
-// to stop waiting cannot afford); responses are parsed by Beast's parser from the bytes received.
+// to stop waiting cannot afford); responses are parsed from the bytes received by
+// client/response_reader.hpp.
 #include "client/http_client.hpp"
-
-#include <algorithm>
-#include <cctype>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+
+#include "client/response_reader.hpp"
 
 namespace conveyor::client {
 
@@ -21,16 +20,6 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using steady = std::chrono::steady_clock;
-
-namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-}  // namespace
 
 std::string http_reply::header(const std::string& lower_name) const {
   auto i = headers.find(lower_name);
@@ -186,59 +175,27 @@ bool http_connection::fill(steady::time_point deadline) {
 std::optional<http_reply> http_connection::read_response(std::chrono::milliseconds timeout,
                                                          const body_handler& on_body) {
   const auto deadline = steady::now() + timeout;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(boost::none);
-  parser.eager(true);
-  if (last_method_ == "HEAD") parser.skip(true);
-  http_reply reply;
-  bool head_read = false;
-  std::size_t used = 0;  // bytes of buffer_ the parser consumed
-  const auto hand_over_body = [&] {
-    auto& body = parser.get().body();
-    if (!on_body || body.empty()) return;
-    on_body(reply, body);
-    body.clear();
-  };
+  response_reader reader{last_method_ == "HEAD", on_body};
+  // buffer_ keeps what this response received until it is complete, so that a failed one can be
+  // inspected through raw(); it starts with what the last response left.
+  auto got = reader.feed(buffer_);
   for (;;) {
-    boost::beast::error_code ec;
-    if (used < buffer_.size())
-      used += parser.put(asio::buffer(buffer_.data() + used, buffer_.size() - used), ec);
-    else
-      ec = http::error::need_more;
-    if (ec && ec != http::error::need_more) {
-      error_ = "malformed response: " + ec.message();
+    if (got == response_reader::progress::more) {
+      const std::size_t before = buffer_.size();
+      if (fill(deadline)) {
+        got = reader.feed(std::string_view{buffer_}.substr(before));
+        continue;
+      }
+      if (!eof_) return std::nullopt;
+      got = reader.end_of_stream();
+    }
+    if (got == response_reader::progress::failed) {
+      error_ = reader.error();
       return std::nullopt;
     }
-    if (parser.is_header_done() && !head_read) {
-      head_read = true;
-      const auto& head = parser.get();
-      reply.status = head.result_int();
-      for (const auto& field : head)
-        reply.headers[lower(std::string{field.name_string()})] = std::string{field.value()};
-      if (on_body) on_body(reply, {});
-    }
-    hand_over_body();
-    if (parser.is_done()) break;
-    if (ec != http::error::need_more && used < buffer_.size()) continue;
-    if (!fill(deadline)) {
-      if (!eof_) return std::nullopt;
-      if (!parser.got_some()) {
-        error_ = "the server closed the connection before a response";
-        return std::nullopt;
-      }
-      // The end of the connection ends a close-delimited body.
-      parser.put_eof(ec);
-      hand_over_body();
-      if (ec || !parser.is_done()) {
-        if (!ec) error_ = "the connection ended within the response";
-        return std::nullopt;
-      }
-      break;
-    }
+    buffer_ = reader.leftover();
+    return std::move(reader.reply());
   }
-  if (!on_body) reply.body = std::move(parser.get().body());
-  buffer_.erase(0, used);
-  return reply;
 }
 
 std::optional<http_reply> http_connection::request(const std::string& method,

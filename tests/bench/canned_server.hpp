@@ -1,6 +1,7 @@
 // A small HTTP server on a real socket for the --target client's tests: answers each
-// POST with a canned SSE stream of 3 tokens (written at once), or 429 for prompts "full", and
-// keeps every request body it was sent.
+// POST with a canned SSE stream of 3 tokens (written at once), the same stream chunked and
+// written a byte at a time for prompts "chunked", or 429 for prompts "full", and keeps every
+// request body it was sent.
 #pragma once
 
 #include <arpa/inet.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -65,6 +67,12 @@ class canned_server {
     }
   }
 
+  static std::string hex(std::size_t n) {
+    char out[32];
+    std::snprintf(out, sizeof(out), "%zx", n);
+    return out;
+  }
+
   static void write_all(int c, const std::string& s) {
     std::size_t done = 0;
     while (done < s.size()) {
@@ -101,6 +109,22 @@ class canned_server {
                 "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
                 "Content-Length: " +
                     std::to_string(body.size()) + "\r\n\r\n" + body);
+    } else if (in.find("\"prompt\":\"chunked\"") != std::string::npos) {
+      // The same stream in chunked transfer coding, one byte per write, so that the client
+      // reads chunk sizes and events cut anywhere.
+      std::string body;
+      for (const char* word : {"Once", " upon", " a"}) {
+        const std::string event = std::string{"data: {\"choices\":[{\"text\":\""} + word +
+                                  "\",\"finish_reason\":null}]}\n\n";
+        body += hex(event.size()) + "\r\n" + event + "\r\n";
+      }
+      const std::string last =
+          "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
+      body += hex(last.size()) + "\r\n" + last + "\r\n0\r\n\r\n";
+      const std::string response =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+          body;
+      for (char ch : response) write_all(c, std::string(1, ch));
     } else {
       write_all(c,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");

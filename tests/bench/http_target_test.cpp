@@ -1,5 +1,6 @@
-// The --target client: URL parsing, stream interpretation, and a replay against a
-// small canned server on a real socket.
+// The --target client: URL parsing, stream interpretation, and replays against a small canned
+// server on a real socket (streams whole, chunked a byte at a time, refused), against a closed
+// port and against a listener that never answers.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -86,4 +87,71 @@ TEST(bench_http, replays_a_workload_in_open_loop) {
     EXPECT_TRUE(std::is_sorted(r.chunk_times.begin(), r.chunk_times.end()));
     EXPECT_LE(r.chunk_times.back(), r.end);
   }
+}
+
+TEST(bench_http, reads_chunked_streams_that_arrive_a_byte_at_a_time) {
+  canned_server server;
+  workload w;
+  for (int i = 0; i < 4; ++i) w.push_back({"c" + std::to_string(i), 0.0, "chunked", 3});
+  target_options o;
+  o.url = *parse_target_url(server.url());
+  run_progress progress;
+  double wall_s = 0;
+  auto records = run_target(w, o, progress, wall_s);
+  ASSERT_EQ(records.size(), w.size());
+  for (const auto& r : records) {
+    EXPECT_EQ(r.status, request_status::completed) << r.message;
+    EXPECT_EQ(r.output_tokens, 3);
+    EXPECT_EQ(r.chunk_times.size(), 3u);
+  }
+}
+
+TEST(bench_http, a_server_that_is_not_there_fails_each_request_naming_why) {
+  // A port nobody listens on: the one of a listener closed at once.
+  uint16_t port = 0;
+  {
+    canned_server closed;
+    port = closed.port();
+  }
+  workload w;
+  for (int i = 0; i < 3; ++i) w.push_back({"r" + std::to_string(i), 0.0, "Once", 3});
+  target_options o;
+  o.url = *parse_target_url("http://127.0.0.1:" + std::to_string(port));
+  run_progress progress;
+  double wall_s = 0;
+  auto records = run_target(w, o, progress, wall_s);
+  ASSERT_EQ(records.size(), w.size());
+  EXPECT_EQ(progress.ended.load(), w.size());
+  for (const auto& r : records) {
+    EXPECT_EQ(r.status, request_status::failed);
+    EXPECT_NE(r.message.find("cannot connect"), std::string::npos) << r.message;
+  }
+}
+
+TEST(bench_http, a_server_that_never_answers_fails_each_request_at_its_timeout) {
+  // A listening socket nobody accepts from: connecting and writing succeed (the kernel queues
+  // them), and no response ever comes.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  workload w;
+  for (int i = 0; i < 3; ++i) w.push_back({"r" + std::to_string(i), 0.0, "Once", 3});
+  target_options o;
+  o.url = *parse_target_url("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  o.timeout_s = 0.2;
+  run_progress progress;
+  double wall_s = 0;
+  auto records = run_target(w, o, progress, wall_s);
+  ::close(fd);
+  ASSERT_EQ(records.size(), w.size());
+  for (const auto& r : records) {
+    EXPECT_EQ(r.status, request_status::failed);
+    EXPECT_EQ(r.message, "timed out");
+  }
+  EXPECT_GE(wall_s, 0.2);
 }
