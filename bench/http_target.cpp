@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -142,8 +143,8 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-// One request of a run, from connecting to the end of its stream, on the run's one event loop:
-// a client on the same cores as the server costs one thread, not one per request.
+// One request of a run, from connecting to the end of its stream, on one of the run's event
+// loops: a client on the same cores as the server costs a thread per core, not one per request.
 class stream_request : public std::enable_shared_from_this<stream_request> {
  public:
   using on_end = std::function<void(request_record)>;
@@ -283,11 +284,19 @@ std::vector<request_record> run_target(const workload& requests, const target_op
   std::mutex mutex;
   std::condition_variable all_ended;
   std::size_t ended = 0;
-  asio::io_context io;
-  auto work = asio::make_work_guard(io);
-  std::thread loop([&] { io.run(); });
+  // An event loop per core (at most four), each on its own thread; request i goes to loop
+  // i % loops, which runs all of its handlers, so a request is never handled by two threads.
+  const std::size_t loops = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
+  std::vector<std::unique_ptr<asio::io_context>> io;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  for (std::size_t k = 0; k < loops; ++k) {
+    io.push_back(std::make_unique<asio::io_context>(1));
+    work.push_back(asio::make_work_guard(*io.back()));
+  }
+  for (auto& context : io) threads.emplace_back([&context] { context->run(); });
   boost::system::error_code resolve_error;
-  tcp::resolver resolver{io};
+  tcp::resolver resolver{*io.front()};
   const auto endpoints = resolver.resolve(options.url.host, options.url.port, resolve_error);
   const auto t0 = clock_type::now();
   auto last_end = t0;
@@ -310,8 +319,9 @@ std::vector<request_record> run_target(const workload& requests, const target_op
       record.message = "cannot resolve " + options.url.host + ": " + resolve_error.message();
       record_end(std::move(record));
     } else {
-      asio::post(io, [&, i, scheduled, record_end] {
-        std::make_shared<stream_request>(io, endpoints, requests[i], options, scheduled,
+      auto& context = *io[i % loops];
+      asio::post(context, [&, i, scheduled, record_end] {
+        std::make_shared<stream_request>(context, endpoints, requests[i], options, scheduled,
                                          record_end)
             ->start();
       });
@@ -322,8 +332,8 @@ std::vector<request_record> run_target(const workload& requests, const target_op
     std::unique_lock<std::mutex> guard{mutex};
     all_ended.wait(guard, [&] { return ended == requests.size(); });
   }
-  work.reset();
-  loop.join();
+  work.clear();
+  for (auto& thread : threads) thread.join();
   wall_s = std::chrono::duration<double>(last_end - t0).count();
   return records;
 }

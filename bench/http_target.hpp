@@ -1,6 +1,6 @@
 // The client side of `conveyor bench --target`: an OpenAI /v1/completions server with
-// stream: true, driven in open loop, every request's connection on one Asio event loop, through
-// the shared response reader and SSE parser (client/).
+// stream: true, driven in open loop, the requests' connections on an Asio event loop per core,
+// through the shared response reader and SSE parser (client/).
 // What a stream says is plain code that tests can drive.
 #pragma once
 
@@ -84,8 +84,8 @@ struct target_options {
   double timeout_s = 600;
 };
 
-/// Replays `requests` against the server in open loop: one connection per request, all on one
-/// event loop thread (so hundreds can be in flight), each started at t0 + arrival_s; a request
+/// Replays `requests` against the server in open loop: one connection per request, on an event
+/// loop thread per core (at most four; hundreds of requests can be in flight), each started at t0 + arrival_s; a request
 /// fails when connecting, or its response after the request was sent, takes over `timeout_s`.
 /// Returns when every request has ended. Returns
 /// one record per request, in workload order, and sets `wall_s` to the seconds from t0 to the last
