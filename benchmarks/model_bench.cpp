@@ -183,6 +183,24 @@ void bm_decode_at(benchmark::State& state) {
       2.0 * s.n_layers * batch * s.kv_dim() * (position + 1) * (kv_bf16 ? 2 : 4) / 1e6;
 }
 
+// The decode step of s15m at batch 1 after an idle gap of `gap_us` (not timed), as under a light
+// load, where steps follow gaps: one longer than the compute pool's polling window finds its
+// workers asleep, and the cores idle meanwhile.
+void bm_decode_after_gap(benchmark::State& state) {
+  const auto gap = std::chrono::microseconds(state.range(0));
+  auto model = load(1, 1, false, false);
+  auto step = prefilled_step(*model, 1, prompt_length);
+  int32_t pos = prompt_length;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::this_thread::sleep_for(gap);
+    step[0].position = pos;
+    if (++pos >= 160) pos = prompt_length;
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(model->decode(step).data);
+  }
+}
+
 // One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
 // packs the weights on every call), the packed kernel in f32, and in bf16.
 void bm_matmul(benchmark::State& state) {
@@ -235,6 +253,13 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(bm_prefill)->Apply(args);
 BENCHMARK(bm_decode)->Apply(decode_args);
 BENCHMARK(bm_matmul)->Apply(matmul_args);
+BENCHMARK(bm_decode_after_gap)
+    ->ArgName("gap_us")
+    ->Arg(0)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(bm_decode_at)
     ->ArgNames({"batch", "position", "kv_bf16"})
     ->ArgsProduct({{1, 64}, {32, 480}, {0, 1}})
