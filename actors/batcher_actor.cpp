@@ -199,7 +199,8 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
     st.executors.erase(it);
     // stop_pipeline stops the executors and the batcher at once: an executor that goes first
     // was stopped, not lost.
-    if (dm.reason == caf::exit_reason::user_shutdown)
+    const bool stopped = dm.reason == caf::exit_reason::user_shutdown;
+    if (stopped)
       spdlog::info("executor {} stopped", name);
     else
       spdlog::error("executor {} lost: {}", name, caf::to_string(dm.reason));
@@ -232,8 +233,12 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
       ++requeued;
     }
     const size_t lost = plan.cancelled.size() + plan.failed.size() + plan.again.size();
-    spdlog::error("executor {} lost ({}): {} running request(s) queued again, {} failed", name,
-                  caf::to_string(dm.reason), requeued, lost - requeued);
+    // A stopped executor that ran nothing needs no second line (a clean shutdown logs no error).
+    if (!stopped || lost > 0)
+      spdlog::log(stopped ? spdlog::level::warn : spdlog::level::err,
+                  "executor {} {} ({}): {} running request(s) queued again, {} failed", name,
+                  stopped ? "stopped" : "lost", caf::to_string(dm.reason), requeued,
+                  lost - requeued);
     dispatch(self);
   });
   return {

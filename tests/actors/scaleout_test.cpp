@@ -1,12 +1,15 @@
 // Losing an executor: the batcher runs its not-yet-streamed requests again elsewhere and fails
 // the streamed ones with executor_lost, each exactly once; with real executors killed mid-run
-// every request still ends exactly once.
+// every request still ends exactly once; an executor stopped while idle logs no error.
 #include <atomic>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
@@ -184,6 +187,63 @@ TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_stream
   for (const caf::actor& a :
        {caf::actor_cast<caf::actor>(batcher), caf::actor_cast<caf::actor>(tokenizers), caf::actor_cast<caf::actor>(metrics)})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(scaleout_test, an_executor_stopped_while_idle_logs_no_error_and_a_killed_one_does) {
+  // What the batcher logs when an executor goes: a stopped one that held nothing is an orderly
+  // shutdown (info only); a killed one is lost (an error), even when it held nothing.
+  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  spdlog::default_logger()->sinks().push_back(log);
+  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  ASSERT_TRUE(tok);
+  auto metrics = spawn_metrics(sys, 0);
+  auto tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
+  auto batcher = spawn_batcher(sys, batcher_settings{}, tokenizers, metrics);
+  // Stopped on every way out, so that a failed assertion does not leave the system waiting.
+  std::shared_ptr<void> stop_all(nullptr, [&](void*) {
+    spdlog::default_logger()->sinks().pop_back();
+    caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(tokenizers, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(metrics, caf::exit_reason::user_shutdown);
+  });
+  auto lines_about = [&](const std::string& name) {
+    std::vector<std::string> found;
+    for (const auto& line : log->last_formatted())
+      if (line.find("executor " + name) != std::string::npos) found.push_back(line);
+    return found;
+  };
+  {
+    caf::scoped_actor self{sys};
+    // How many executors the batcher knows: it learns of one from its first pull, and forgets
+    // it on its down message.
+    auto executors = [&] {
+      size_t n = 0;
+      self->request(batcher, 30s, atom::status::value)
+          .receive([&](const pipeline_status& s) { n = s.executors; },
+                   [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+      return n;
+    };
+    auto stopped = sys.spawn(fake_executor, batcher, caf::actor{self});
+    auto killed = sys.spawn(fake_executor, batcher, caf::actor{self});
+    for (int i = 0; i < 6000 && executors() < 2; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(executors(), 2u);
+    caf::anon_send_exit(stopped, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(killed, caf::exit_reason::kill);
+    // Each end reaches the batcher as a down message; wait until both are handled.
+    for (int i = 0; i < 6000 && executors() > 0; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(executors(), 0u);
+  }
+  // Both fakes are named "fake": tell them apart by what each line says.
+  std::vector<std::string> errors, stops;
+  for (const auto& line : lines_about("fake")) {
+    EXPECT_EQ(line.find("[warning]"), std::string::npos) << line;
+    if (line.find("[error]") != std::string::npos) errors.push_back(line);
+    if (line.find("stopped") != std::string::npos) stops.push_back(line);
+  }
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_NE(stops[0].find("[info] executor fake stopped"), std::string::npos) << stops[0];
+  ASSERT_EQ(errors.size(), 2u);  // "lost: <reason>", then what became of its requests (none)
+  for (const auto& line : errors) EXPECT_NE(line.find("lost"), std::string::npos) << line;
 }
 
 TEST_F(scaleout_test, a_deadline_reaches_an_executor_on_another_clock_as_what_is_left) {
