@@ -159,7 +159,9 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
         reader_(false, [this](const client::http_reply& head, std::string_view bytes) {
           on_body(head, bytes);
         }),
-        events_([this](const std::string& data) { stream_.on_data(data, seconds_since(scheduled_)); }) {
+        events_([this](const std::string& data) {
+          stream_.on_data(data, seconds_since(scheduled_));
+        }) {
     nlohmann::json body = {{"prompt", w.prompt},
                            {"max_tokens", w.max_tokens},
                            {"stream", true},

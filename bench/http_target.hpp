@@ -85,11 +85,10 @@ struct target_options {
 };
 
 /// Replays `requests` against the server in open loop: one connection per request, on an event
-/// loop thread per core (at most four; hundreds of requests can be in flight), each started at t0 + arrival_s; a request
-/// fails when connecting, or its response after the request was sent, takes over `timeout_s`.
-/// Returns when every request has ended. Returns
-/// one record per request, in workload order, and sets `wall_s` to the seconds from t0 to the last
-/// end.
+/// loop thread per core (at most four; hundreds of requests can be in flight), each started at
+/// t0 + arrival_s; a request fails when connecting, or its response once the request is sent,
+/// takes over `timeout_s`. Returns when every request has ended, with one record per request in
+/// workload order, and sets `wall_s` to the seconds from t0 to the last end.
 std::vector<request_record> run_target(const workload& requests, const target_options& options,
                                        run_progress& progress, double& wall_s);
 

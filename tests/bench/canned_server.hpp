@@ -122,7 +122,8 @@ class canned_server {
           "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
       body += hex(last.size()) + "\r\n" + last + "\r\n0\r\n\r\n";
       const std::string response =
-          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n" +
           body;
       for (char ch : response) write_all(c, std::string(1, ch));
     } else {
