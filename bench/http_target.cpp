@@ -16,10 +16,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include "client/http_client.hpp"
 #include "client/response_reader.hpp"
 #include "client/sse_parser.hpp"
 #include "common/host_port.hpp"
@@ -136,7 +136,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
-namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 double seconds_since(clock_type::time_point t) {
@@ -152,7 +151,8 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
   stream_request(asio::io_context& io, const tcp::resolver::results_type& endpoints,
                  const workload_request& w, const target_options& o,
                  clock_type::time_point scheduled, on_end done)
-      : socket_(io), timer_(io), endpoints_(endpoints), scheduled_(scheduled),
+      : socket_(io), timer_(io), endpoints_(endpoints), where_(o.url.host + ":" + o.url.port),
+        scheduled_(scheduled),
         timeout_(std::chrono::duration_cast<std::chrono::milliseconds>(
             std::chrono::duration<double>(o.timeout_s))),
         done_(std::move(done)),
@@ -168,15 +168,8 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
                            {"stream_options", {{"include_usage", true}}}};
     if (!o.model.empty()) body["model"] = o.model;
     add_to_body(o.sampling, body);
-    request_.method(http::verb::post);
-    request_.target(o.url.prefix + "/v1/completions");
-    request_.version(11);
-    request_.set(http::field::host, o.url.host + ":" + o.url.port);
-    request_.set(http::field::content_type, "application/json");
-    request_.set(http::field::accept, "text/event-stream");
-    request_.body() = body.dump();
-    request_.prepare_payload();
-    where_ = o.url.host + ":" + o.url.port;
+    request_ = client::format_request("POST", o.url.prefix + "/v1/completions", where_,
+                                      body.dump(), {{"Accept", "text/event-stream"}});
   }
 
   void start() {
@@ -205,7 +198,7 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
                             : "cannot connect to " + where_ + ": " + ec.message());
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay{true}, ignored);
-    http::async_write(socket_, request_,
+    asio::async_write(socket_, asio::buffer(request_),
                       [self = shared_from_this()](boost::system::error_code e, std::size_t) {
                         if (e) return self->end(self->timed_out_ ? "timed out writing the request"
                                                                  : "write: " + e.message());
@@ -263,11 +256,11 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   const tcp::resolver::results_type& endpoints_;
+  const std::string where_;  // host:port
   clock_type::time_point scheduled_;
   std::chrono::milliseconds timeout_;
   on_end done_;
-  http::request<http::string_body> request_;
-  std::string where_;
+  std::string request_;  // its bytes
   client::response_reader reader_;
   client::sse_parser events_;
   completion_stream stream_;

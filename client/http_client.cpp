@@ -4,6 +4,8 @@
 // client/response_reader.hpp.
 #include "client/http_client.hpp"
 
+#include <sstream>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -113,23 +115,33 @@ bool http_connection::send(std::string_view bytes, std::chrono::milliseconds tim
   return !ec;
 }
 
-bool http_connection::send_request(const std::string& method, const std::string& target,
-                                   const std::string& body, const header_fields& fields,
-                                   unsigned version) {
-  if (!connected()) return false;
+std::string format_request(const std::string& method, const std::string& target,
+                           const std::string& host_port, const std::string& body,
+                           const header_fields& fields, unsigned version) {
   http::request<http::string_body> req;
   req.method_string(method);
   req.target(target);
   req.version(version);
-  req.set(http::field::host, host_ + ":" + port_);
+  req.set(http::field::host, host_port);
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   for (const auto& [name, value] : fields) req.insert(name, value);
   req.body() = body;
   req.prepare_payload();
+  std::ostringstream out;
+  out << req;
+  return out.str();
+}
+
+bool http_connection::send_request(const std::string& method, const std::string& target,
+                                   const std::string& body, const header_fields& fields,
+                                   unsigned version) {
+  if (!connected()) return false;
+  const auto bytes = format_request(method, target, host_ + ":" + port_, body, fields, version);
   last_method_ = method;
   bool done = false;
   boost::system::error_code ec;
-  http::async_write(socket_->socket, req, [&](boost::system::error_code e, std::size_t) {
+  asio::async_write(socket_->socket, asio::buffer(bytes), [&](boost::system::error_code e,
+                                                              std::size_t) {
     ec = e;
     done = true;
   });

@@ -39,6 +39,13 @@ using header_fields = std::vector<std::pair<std::string, std::string>>;
 /// in `head`) has arrived, then with each piece of the body.
 using body_handler = std::function<void(const http_reply& head, std::string_view bytes)>;
 
+/// The bytes of one request: Host (`host_port`), Content-Type: application/json when it has a
+/// body, Content-Length when it has a body or is a POST, then `fields`; `version` is 11 or 10.
+/// What `http_connection::send_request` sends, for clients that write on their own sockets.
+std::string format_request(const std::string& method, const std::string& target,
+                           const std::string& host_port, const std::string& body = "",
+                           const header_fields& fields = {}, unsigned version = 11);
+
 /// How a connection is made.
 struct connection_options {
   /// When > 0, the socket's receive buffer is shrunk to this many bytes first (a slow client).
