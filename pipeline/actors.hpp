@@ -85,6 +85,13 @@ using sink_actor = caf::typed_actor<
     // The end: finished, cancelled, expired, rejected or failed.
     caf::reacts_to<request_result>>;
 
+/// A SINK that also stands for its request towards the client (the HTTP server's sink, one per
+/// request): it may run its request again under a new id (pipeline/rerun_tracker.hpp), so a
+/// cancel goes through it, to whichever run is in progress.
+using request_sink_actor = sink_actor::extend<
+    // Cancel the request (the run in progress, and no run after it).
+    caf::reacts_to<atom::cancel>>;
+
 /// The TOKENIZER actor interface: one worker, or the round-robin pool in front of them.
 using tokenizer_actor = caf::typed_actor<
     // Encode a request's prompt (or check its token ids); an error when it cannot fit in the

@@ -8,10 +8,10 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/pipeline_backend.hpp"
 #include "actors/spawn.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
-#include "apps/conveyor/pipeline_backend.hpp"
 #include "chat/template_source.hpp"
 #include "model/tokenizer.hpp"
 #include "model/tokenizer_config.hpp"

@@ -19,6 +19,7 @@
 #include "actors/remote_connector.hpp"
 #include "actors/spawn.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "fake_executor.hpp"
 #include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"
 
@@ -27,43 +28,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Ids an executor received, reported to the test.
-struct received_ids {
-  std::vector<request_id> ids;
-};
+using test::fake_executor;
+using test::received_ids;
 
-}  // namespace
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(received_ids)
-
-namespace {
-
-/// An executor that takes work and runs none of it: it streams one chunk of the first request it
-/// gets and tells the observer what it holds.
-executor_actor::behavior_type fake_executor(executor_actor::pointer self, batcher_actor batcher,
-                                            caf::actor observer) {
-  self->send(batcher, atom::pull::value, executor_actor{self},
-             executor_report{4, 0, 0, std::string{"fake"}});
-  auto streamed = std::make_shared<bool>(false);
-  return {
-      [=](atom::work, std::vector<work_item>& items, bool) {
-        received_ids r;
-        for (auto& item : items) {
-          r.ids.push_back(item.request.id);
-          if (!*streamed) {
-            *streamed = true;
-            self->send(batcher, atom::started::value, item.request.id);
-            self->send(item.sink, token_chunk{item.request.id, "X", {1}});
-          }
-        }
-        caf::anon_send(observer, std::move(r));
-      },
-      [=](atom::cancel, request_id) {},
-      [=](atom::step) {},
-      [=](atom::drain, std::string&) {},
-      [=](atom::attach, batcher_ref&) {},
-  };
-}
+constexpr auto streams = test::fake_output::first_streams;
 
 struct ending {
   std::vector<request_result> results;
@@ -139,7 +107,7 @@ TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_stream
   {
     caf::scoped_actor self{sys};
     // Only the fake executor pulls: it takes all four requests and streams the first.
-    auto fake = sys.spawn(fake_executor, batcher, caf::actor{self});
+    auto fake = sys.spawn(fake_executor, batcher, caf::actor{self}, streams);
     for (request_id id = 1; id <= 4; ++id)
       caf::anon_send(batcher, atom::generate::value, make_request(id, 24),
                      caf::actor_cast<sink_actor>(self));
@@ -223,8 +191,8 @@ TEST_F(scaleout_test, an_executor_stopped_while_idle_logs_no_error_and_a_killed_
                    [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
       return n;
     };
-    auto stopped = sys.spawn(fake_executor, batcher, caf::actor{self});
-    auto killed = sys.spawn(fake_executor, batcher, caf::actor{self});
+    auto stopped = sys.spawn(fake_executor, batcher, caf::actor{self}, streams);
+    auto killed = sys.spawn(fake_executor, batcher, caf::actor{self}, streams);
     for (int i = 0; i < 6000 && executors() < 2; ++i) std::this_thread::sleep_for(10ms);
     ASSERT_EQ(executors(), 2u);
     caf::anon_send_exit(stopped, caf::exit_reason::user_shutdown);

@@ -10,7 +10,7 @@
 #include "actors/spawn.hpp"
 #include "server/backend.hpp"
 
-namespace conveyor::app {
+namespace conveyor {
 
 /// Implements the server's completion_backend by sending `generate` to a pipeline.
 class pipeline_backend final : public server::completion_backend {
@@ -32,7 +32,9 @@ class pipeline_backend final : public server::completion_backend {
   caf::actor_system& system_;
   pipeline_handle pipeline_;
   server::completion_defaults defaults_;
-  std::atomic<uint64_t> next_id_{1};
+  // Request ids, shared with the sinks (a run again takes a new one).
+  std::shared_ptr<std::atomic<request_id>> next_id_ =
+      std::make_shared<std::atomic<request_id>>(1);
 };
 
-}  // namespace conveyor::app
+}  // namespace conveyor

@@ -1,0 +1,211 @@
+// The HTTP server's backend on the pipeline: a bridge sink per request, which runs a request
+// again when its executor was lost before the client heard anything of it.
+#include "actors/pipeline_backend.hpp"
+
+#include <atomic>
+#include <optional>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include <caf/all.hpp>
+
+#include "model/detokenizer.hpp"
+#include "model/tokenizer.hpp"
+#include "pipeline/rerun_tracker.hpp"
+
+namespace conveyor {
+
+namespace {
+
+/// The server's view of the log-probabilities of some tokens.
+std::vector<server::token_logprob> to_server(std::vector<token_logprob>& entries) {
+  std::vector<server::token_logprob> out;
+  out.reserve(entries.size());
+  for (auto& e : entries) {
+    server::token_logprob t{std::move(e.chosen.text), e.chosen.logprob, {}};
+    t.top.reserve(e.top.size());
+    for (auto& alt : e.top) t.top.push_back({std::move(alt.text), alt.logprob});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// How many times the server runs a request again whose executor was lost before the client
+/// heard anything of it (see pipeline/rerun_tracker.hpp).
+constexpr int32_t max_reruns = 2;
+
+/// One step's chunk as the server's step event.
+server::completion_step to_step(token_chunk& chunk, bool logprobs) {
+  server::completion_step step;
+  if (logprobs) {
+    step.prompt_logprobs = to_server(chunk.prompt_logprobs);
+    step.logprobs = to_server(chunk.logprobs);
+  }
+  step.text = std::move(chunk.text);
+  return step;
+}
+
+/// A request's end as the server's step event.
+server::completion_step to_step(request_result& r) {
+  server::completion_step step;
+  step.text = std::move(r.tail);
+  if (r.how == outcome::finished) {
+    step.end = server::completion_step::end_kind::finished;
+    step.finish_reason = to_string(r.reason);
+    step.usage = {r.prompt_tokens, r.completion_tokens};
+  } else {
+    step.end = server::completion_step::end_kind::failed;
+    step.code = r.code;
+    step.message = r.message;
+  }
+  return step;
+}
+
+/// The bridge sink's state: its request's runs, the server's callbacks, where to send a run.
+struct bridge_state {
+  static inline const char* name = "conveyor.bridge_sink";
+  std::optional<pipeline::rerun_tracker> runs;
+  server::completion_events events;
+  pipeline_actor front;
+  std::shared_ptr<std::atomic<request_id>> next_id;
+};
+
+/// A sink that forwards one request's output to the server's callbacks, then quits. Each
+/// message (one step's chunk, or the result) goes to the server as one `on_step` when the
+/// server takes steps whole, so that its events are posted and written together. A request
+/// lost before its first chunk runs again (`rerun_tracker`); cancels come through here so that
+/// they reach the run in progress.
+request_sink_actor::behavior_type bridge_sink(
+    request_sink_actor::stateful_pointer<bridge_state> self, generate_request request,
+    server::completion_events events, pipeline_actor front,
+    std::shared_ptr<std::atomic<request_id>> next_id) {
+  auto& st = self->state;
+  st.runs.emplace(std::move(request), max_reruns);
+  st.events = std::move(events);
+  st.front = std::move(front);
+  st.next_id = std::move(next_id);
+  return {
+      [=](token_chunk& chunk) {
+        auto& st = self->state;
+        if (st.runs->on_chunk(chunk) != pipeline::rerun_verdict::deliver) return;
+        const auto& events = st.events;
+        if (events.on_step) {
+          auto step = to_step(chunk, bool(events.on_logprobs));
+          if (!step.text.empty() || !step.logprobs.empty() || !step.prompt_logprobs.empty())
+            events.on_step(std::move(step));
+          return;
+        }
+        if (events.on_logprobs) {
+          if (!chunk.prompt_logprobs.empty())
+            events.on_logprobs(to_server(chunk.prompt_logprobs), true);
+          if (!chunk.logprobs.empty()) events.on_logprobs(to_server(chunk.logprobs), false);
+        }
+        if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
+      },
+      [=](request_result& r) {
+        auto& st = self->state;
+        switch (st.runs->on_result(r)) {
+          case pipeline::rerun_verdict::ignore:
+            return;
+          case pipeline::rerun_verdict::rerun: {
+            const auto id = (*st.next_id)++;
+            spdlog::warn("request {}: {}; nothing of it was sent, so it runs again as request {}",
+                         r.id, r.message, id);
+            // anon_send: the pipeline's reply (the id) is not wanted; the same sender keeps
+            // this run ahead of a later cancel.
+            caf::anon_send(st.front, atom::generate::value, st.runs->rerun(id),
+                           caf::actor_cast<sink_actor>(self));
+            return;
+          }
+          case pipeline::rerun_verdict::deliver:
+            break;
+        }
+        const auto& events = st.events;
+        if (events.on_step) {
+          events.on_step(to_step(r));
+        } else {
+          if (!r.tail.empty()) events.on_text(std::move(r.tail));
+          if (r.how == outcome::finished)
+            events.on_finish(to_string(r.reason), {r.prompt_tokens, r.completion_tokens});
+          else
+            events.on_error(r.code, r.message);
+        }
+        self->quit();
+      },
+      [=](atom::cancel) {
+        auto& st = self->state;
+        st.runs->cancelled();
+        caf::anon_send(st.front, atom::cancel::value, st.runs->current());
+      },
+  };
+}
+
+class pipeline_request final : public server::request_handle {
+ public:
+  explicit pipeline_request(request_sink_actor sink) : sink_(std::move(sink)) {}
+  void cancel() override { caf::anon_send(sink_, atom::cancel::value); }
+
+ private:
+  request_sink_actor sink_;
+};
+
+}  // namespace
+
+pipeline_backend::pipeline_backend(caf::actor_system& system, pipeline_handle pipeline,
+                                   server::completion_defaults defaults)
+    : system_(system), pipeline_(std::move(pipeline)), defaults_(defaults) {}
+
+std::shared_ptr<server::request_handle> pipeline_backend::submit(server::completion_request req,
+                                                                 server::completion_events events) {
+  generate_request g;
+  g.id = (*next_id_)++;
+  g.arrival = now_stamp();
+  g.prompt = std::move(req.prompt);
+  g.add_bos = req.add_bos;
+  g.params.max_tokens = req.max_tokens;
+  g.params.temperature = req.temperature;
+  g.params.top_p = req.top_p;
+  g.params.top_k = req.top_k;
+  g.params.stop = std::move(req.stop);
+  thread_local std::mt19937_64 seeds{std::random_device{}()};
+  g.params.seed = req.seed ? *req.seed : seeds();
+  g.priority = req.priority;
+  g.timeout_s = req.timeout_s ? *req.timeout_s : 0.0;
+  // Log-probabilities and echo (issue 14).
+  g.params.logprobs = req.logprobs;
+  g.params.prompt_logprobs = req.prompt_logprobs;
+  g.params.echo = req.echo;
+  // -- sampling fields: penalties, bias, min_tokens, stop ids, token prompts --
+  g.prompt_tokens = std::move(req.prompt_tokens);
+  g.params.presence_penalty = req.presence_penalty;
+  g.params.frequency_penalty = req.frequency_penalty;
+  g.params.repetition_penalty = req.repetition_penalty;
+  g.params.logit_bias = std::move(req.logit_bias);
+  g.params.min_tokens = req.min_tokens;
+  g.params.stop_token_ids = std::move(req.stop_token_ids);
+  g.params.ignore_eos = req.ignore_eos;
+  // The sink keeps the request to run it again if its executor is lost before its first chunk.
+  auto sink = system_.spawn(bridge_sink, g, std::move(events), pipeline_.front, next_id_);
+  caf::anon_send(pipeline_.front, atom::generate::value, std::move(g), sink_actor{sink});
+  return std::make_shared<pipeline_request>(std::move(sink));
+}
+
+std::vector<int32_t> pipeline_backend::tokenize(const std::string& text, bool add_bos) const {
+  return pipeline_.tokenizer->encode(text, add_bos);
+}
+
+std::string pipeline_backend::detokenize(const std::vector<int32_t>& ids) const {
+  return model::decode_prompt(*pipeline_.tokenizer, ids);
+}
+
+void pipeline_backend::collect_metrics(std::function<void(std::string)> reply) {
+  auto front = pipeline_.front;
+  system_.spawn([front, reply](caf::event_based_actor* self) {
+    self->request(front, std::chrono::seconds(5), atom::prometheus::value)
+        .then([=](std::string& text) { reply(std::move(text)); },
+              [=](caf::error&) { reply("# metrics unavailable\n"); });
+  });
+}
+
+}  // namespace conveyor
