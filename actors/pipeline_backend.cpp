@@ -112,8 +112,8 @@ request_sink_actor::behavior_type bridge_sink(
             const auto id = (*st.next_id)++;
             spdlog::warn("request {}: {}; nothing of it was sent, so it runs again as request {}",
                          r.id, r.message, id);
-            // anon_send: the pipeline's reply (the id) is not wanted; the same sender keeps
-            // this run ahead of a later cancel.
+            // anon_send: the pipeline's reply (the id) is not wanted. Sent from this actor's
+            // handler, it reaches the pipeline before any cancel this actor forwards later.
             caf::anon_send(st.front, atom::generate::value, st.runs->rerun(id),
                            caf::actor_cast<sink_actor>(self));
             return;
