@@ -143,6 +143,9 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
     if (!kv_dtype) return kv_dtype.error();
     opt.kv_dtype = *kv_dtype;
+    auto bf16_inputs = model::choose_bf16_inputs(cfg.model.bf16_inputs, *dtype);
+    if (!bf16_inputs) return bf16_inputs.error();
+    opt.bf16_inputs = *bf16_inputs;
     std::string summary;
     auto m = model::load_model(files.model_spec, opt, &summary);
     if (!m)

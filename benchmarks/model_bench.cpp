@@ -90,14 +90,15 @@ std::string spec_of(int64_t which) {
                     : std::string{"synthetic:s15m"};
 }
 
-// The model `which` with `slots` slots; weights in bf16 with `bf16`, the KV cache in bf16 with
-// `kv_bf16` (else f32, whatever the weights).
+// The model `which` with `slots` slots; weights in bf16 with `bf16` (and the products' inputs too
+// with `bf16_inputs`), the KV cache in bf16 with `kv_bf16` (else f32, whatever the weights).
 std::unique_ptr<causal_lm> load(int64_t which, int32_t slots, bool bf16 = false,
-                                bool kv_bf16 = false) {
+                                bool kv_bf16 = false, bool bf16_inputs = false) {
   runtime_options opt;
   opt.slots = slots;
   opt.max_batched_tokens = slots * prompt_length;
   if (bf16) opt.dtype = compute_dtype::bf16;
+  opt.bf16_inputs = bf16_inputs;
   opt.kv_dtype = kv_bf16 ? compute_dtype::bf16 : compute_dtype::f32;
   // CONVEYOR_DEVICE=cuda:0 runs the model on a GPU (scripts/gpu-check.sh does).
   if (const char* device = std::getenv("CONVEYOR_DEVICE"); device != nullptr && *device != 0)
@@ -144,7 +145,7 @@ std::vector<decode_item> prefilled_step(causal_lm& model, int32_t batch, int32_t
 void bm_decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(1));
   const bool bf16 = state.range(2) != 0;
-  auto model = load(state.range(0), batch, bf16, state.range(3) != 0);
+  auto model = load(state.range(0), batch, bf16, state.range(3) != 0, state.range(2) == 2);
   auto step = prefilled_step(*model, batch, prompt_length);
   // Positions walk from 32 to 160 and back, so attention spans stay typical.
   int32_t pos = prompt_length;
@@ -202,15 +203,20 @@ void bm_decode_after_gap(benchmark::State& state) {
 }
 
 // One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
-// packs the weights on every call), the packed kernel in f32, and in bf16.
+// packs the weights on every call), and the packed kernel in each weight format (bf16_dot: with
+// AVX-512 BF16's instruction where the processor has it).
 void bm_matmul(benchmark::State& state) {
   const int64_t m = state.range(0), in = state.range(1), out = state.range(2);
-  const int64_t kernel = state.range(3);  // 0 OpenBLAS, 1 packed f32, 2 packed bf16
+  // 0 OpenBLAS, 1 packed f32, 2 packed bf16, 3 packed bf16_dot
+  const int64_t kernel = state.range(3);
+  static const weight_format formats[] = {weight_format::f32, weight_format::f32,
+                                          weight_format::bf16, weight_format::bf16_dot};
+  static const char* const labels[] = {"openblas", "packed f32", "packed bf16",
+                                       "packed bf16_dot"};
   auto x = at::randn({m, in});
   auto w = at::randn({in, out});
   auto y = at::empty({m, out});
-  packed_matrix packed(w.data_ptr<float>(), in, out, out,
-                       kernel == 2 ? weight_format::bf16 : weight_format::f32);
+  packed_matrix packed(w.data_ptr<float>(), in, out, out, formats[kernel]);
   for (auto _ : state) {
     if (kernel == 0)
       at::mm_out(y, x, w);
@@ -220,7 +226,9 @@ void bm_matmul(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m * in * out) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(kernel == 0 ? "openblas" : kernel == 1 ? "packed f32" : "packed bf16");
+  state.SetLabel(kernel == 3 && !packed_matrix::bf16_dot_instruction()
+                     ? "packed bf16_dot (vector code)"
+                     : labels[kernel]);
 }
 
 void args(benchmark::internal::Benchmark* b) {
@@ -230,12 +238,13 @@ void args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
-// bf16: the weights in bf16; kv_bf16: the KV cache in bf16 (each independent of the other).
+// bf16: the weights in bf16 (2: and the products' inputs, model.bf16_inputs); kv_bf16: the KV
+// cache in bf16 (each independent of the other).
 void decode_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"model", "batch", "bf16", "kv_bf16"});
   for (int64_t m : {0, 1})
     for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch, 0, 0});
-  for (auto [bf16, kv_bf16] : {std::pair<int64_t, int64_t>{1, 0}, {0, 1}, {1, 1}})
+  for (auto [bf16, kv_bf16] : {std::pair<int64_t, int64_t>{1, 0}, {0, 1}, {1, 1}, {2, 0}, {2, 1}})
     for (int64_t batch : {1, 4, 16, 64}) b->Args({1, batch, bf16, kv_bf16});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
@@ -244,7 +253,7 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "in", "out", "kernel"});
   for (int64_t m : {1, 16, 64})
     for (auto [in, out] : {std::pair<int64_t, int64_t>{288, 864}, {288, 1536}, {768, 288}})
-      for (int64_t kernel : {0, 1, 2}) b->Args({m, in, out, kernel});
+      for (int64_t kernel : {0, 1, 2, 3}) b->Args({m, in, out, kernel});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

@@ -45,6 +45,11 @@ struct model {
   /// The number format of the KV cache: "auto" (as `dtype` resolves), "f32" or "bf16". Only
   /// the CPU's plain-loop network keeps a cache in another format than `dtype`.
   std::string kv_cache_dtype = "auto";
+  /// With `dtype` bf16 on the CPU: the matrix products' inputs are rounded to bfloat16 too, for
+  /// AVX-512 BF16's dot product instruction (twice the products per instruction; sums stay
+  /// float32; processors without it run the same arithmetic in plain vector code). Off, the
+  /// inputs stay float32. Needs dtype bf16; a GPU's bf16 computes in bf16 throughout anyway.
+  bool bf16_inputs = false;
 };
 
 /// `[tokenizer]`: the pool of tokenizer actors.

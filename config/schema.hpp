@@ -182,6 +182,7 @@ void fields(V& v, S& x) {
   v("chat_template", x.chat_template, any());
   v("dtype", x.dtype, checked(check_dtype));
   v("kv_cache_dtype", x.kv_cache_dtype, checked(check_dtype));
+  v("bf16_inputs", x.bf16_inputs, any());
 }
 
 /// The keys of `[tokenizer]`.

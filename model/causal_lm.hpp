@@ -60,6 +60,10 @@ struct runtime_options {
   /// network (the CPU's) keeps a cache in another format than `dtype`; the torch-operation
   /// network refuses one.
   std::optional<compute_dtype> kv_dtype;
+  /// With `dtype` bf16 in the plain-loop network: the matrix products' inputs are rounded to
+  /// bfloat16 too (weight_format::bf16_dot). The torch-operation network computes in bf16
+  /// throughout with `dtype` bf16 and ignores it.
+  bool bf16_inputs = false;
 };
 
 /// The number format the KV cache of `options` is kept in: `kv_dtype`, or `dtype` when unset.

@@ -35,8 +35,9 @@ class llama_loops final : public llama_base {
     c10::InferenceMode guard;
     const auto& s = shape_;
     // Each matrix packed once in the kernel's layout; the unpacked copies are dropped.
-    const auto format =
-        opt.dtype == compute_dtype::bf16 ? weight_format::bf16 : weight_format::f32;
+    const auto format = opt.dtype != compute_dtype::bf16 ? weight_format::f32
+                        : opt.bf16_inputs              ? weight_format::bf16_dot
+                                                       : weight_format::bf16;
     auto pack = [&](at::Tensor& t) {
       packed_matrix p(t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0), format);
       t = at::Tensor();
@@ -127,6 +128,10 @@ class llama_loops final : public llama_base {
   static std::string implementation(const runtime_options& opt) {
     const bool weights = opt.dtype == compute_dtype::bf16;
     const bool cache = kv_dtype_of(opt) == compute_dtype::bf16;
+    if (weights && opt.bf16_inputs)
+      return std::string{"plain loops, bf16 weights and product inputs ("} +
+             (packed_matrix::bf16_dot_instruction() ? "AVX-512 BF16" : "vector code") + "), " +
+             (cache ? "bf16" : "f32") + " KV cache, f32 sums and activations";
     if (weights && cache) return "plain loops, bf16 weights and KV cache, f32 activations";
     if (weights) return "plain loops, bf16 weights, f32 activations and KV cache";
     if (cache) return "plain loops, bf16 KV cache, f32 weights and activations";

@@ -38,6 +38,14 @@ expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dt
                                         requested + "'");
 }
 
+expected<bool> choose_bf16_inputs(bool requested, compute_dtype dtype) {
+  if (requested && dtype != compute_dtype::bf16)
+    return make_error(ec::bad_config,
+                      "model.bf16_inputs = true needs model.dtype = 'bf16' (it rounds the inputs "
+                      "of the bf16 products); this executor computes in f32");
+  return requested;
+}
+
 expected<model_info> inspect_model(const std::string& spec) {
   model_info info;
   info.path = spec;

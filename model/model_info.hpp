@@ -71,6 +71,10 @@ expected<compute_dtype> choose_dtype(const std::string& requested, const std::st
 /// "bf16") when the network computes in `dtype`: "auto" is `dtype`.
 expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dtype dtype);
 
+/// `model.bf16_inputs` for an executor computing in `dtype`: it needs bf16 (it rounds the
+/// inputs of bf16 products).
+expected<bool> choose_bf16_inputs(bool requested, compute_dtype dtype);
+
 /// True when `path` is a directory.
 bool is_directory(const std::string& path);
 

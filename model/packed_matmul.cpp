@@ -4,8 +4,14 @@
 #include "model/work_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <type_traits>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define CONVEYOR_BF16_DOT_INSTRUCTION 1
+#endif
 
 namespace conveyor::model {
 
@@ -25,6 +31,9 @@ namespace {
 #endif
 
 #define CONVEYOR_INLINE inline __attribute__((always_inline))
+// A lambda inside a kernel clone is not cloned: inlined, it is compiled for the clone's target
+// (else it would take the baseline's, and rows would round differently by block size).
+#define CONVEYOR_INLINE_LAMBDA __attribute__((always_inline))
 
 using v16f = float __attribute__((vector_size(64)));
 using v16u16 = uint16_t __attribute__((vector_size(32)));
@@ -59,14 +68,11 @@ CONVEYOR_INLINE v16f load(const uint16_t* p) {
 
 CONVEYOR_INLINE void store(float* p, v16f v) { std::memcpy(p, &v, sizeof(v)); }
 
-// R rows of y (one panel's `cols` columns) = R rows of x times the panel (+ bias, or += y).
-template <int R, class T>
-CONVEYOR_INLINE void block(const float* __restrict__ x, int64_t x_stride,
-                           const T* __restrict__ panel, int64_t k, float* __restrict__ y,
-                           int64_t y_stride, int64_t cols, const float* __restrict__ bias,
-                           bool accumulate) {
-  v16f acc[R][vectors];
-  float row[width];
+// The sums of R rows of one panel's `cols` columns start from y (accumulate), or the bias, or 0.
+template <int R>
+CONVEYOR_INLINE void start_sums(v16f (&acc)[R][vectors], float* row, const float* y,
+                                int64_t y_stride, int64_t cols, const float* bias,
+                                bool accumulate) {
   if (accumulate) {
     for (int r = 0; r < R; ++r) {
       const float* src = y + r * y_stride;
@@ -83,6 +89,32 @@ CONVEYOR_INLINE void block(const float* __restrict__ x, int64_t x_stride,
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < vectors; ++c) acc[r][c] = load(row + 16 * c);
   }
+}
+
+// The sums into R rows of y (`cols` columns of each).
+template <int R>
+CONVEYOR_INLINE void store_sums(const v16f (&acc)[R][vectors], float* row, float* y,
+                                int64_t y_stride, int64_t cols) {
+  for (int r = 0; r < R; ++r) {
+    float* dst = y + r * y_stride;
+    if (cols == width) {
+      for (int c = 0; c < vectors; ++c) store(dst + 16 * c, acc[r][c]);
+    } else {
+      for (int c = 0; c < vectors; ++c) store(row + 16 * c, acc[r][c]);
+      std::memcpy(dst, row, size_t(cols) * sizeof(float));
+    }
+  }
+}
+
+// R rows of y (one panel's `cols` columns) = R rows of x times the panel (+ bias, or += y).
+template <int R, class T>
+CONVEYOR_INLINE void block(const float* __restrict__ x, int64_t x_stride,
+                           const T* __restrict__ panel, int64_t k, float* __restrict__ y,
+                           int64_t y_stride, int64_t cols, const float* __restrict__ bias,
+                           bool accumulate) {
+  v16f acc[R][vectors];
+  float row[width];
+  start_sums<R>(acc, row, y, y_stride, cols, bias, accumulate);
   // Every row sums over the inputs in the same order whatever R: a row's result does not depend
   // on the other rows of the product (the batch it runs in).
   for (int64_t i = 0; i < k; ++i) {
@@ -96,14 +128,31 @@ CONVEYOR_INLINE void block(const float* __restrict__ x, int64_t x_stride,
       acc[r][2] += a * w2;
     }
   }
-  for (int r = 0; r < R; ++r) {
-    float* dst = y + r * y_stride;
-    if (cols == width) {
-      for (int c = 0; c < vectors; ++c) store(dst + 16 * c, acc[r][c]);
-    } else {
-      for (int c = 0; c < vectors; ++c) store(row + 16 * c, acc[r][c]);
-      std::memcpy(dst, row, size_t(cols) * sizeof(float));
-    }
+  store_sums<R>(acc, row, y, y_stride, cols);
+}
+
+// Calls step(r, R) for the blocks of rows [0, m): full blocks of `block_rows`, then the rest.
+// `step` must be a CONVEYOR_INLINE_LAMBDA.
+template <class Step>
+CONVEYOR_INLINE void for_row_blocks(int64_t m, Step&& step) {
+  int64_t r = 0;
+  for (; r + block_rows <= m; r += block_rows)
+    step(r, std::integral_constant<int, block_rows>{});
+  switch (m - r) {
+#define CONVEYOR_TAIL(R)                       \
+  case R:                                      \
+    step(r, std::integral_constant<int, R>{}); \
+    break;
+    CONVEYOR_TAIL(1)
+    CONVEYOR_TAIL(2)
+    CONVEYOR_TAIL(3)
+    CONVEYOR_TAIL(4)
+    CONVEYOR_TAIL(5)
+    CONVEYOR_TAIL(6)
+    CONVEYOR_TAIL(7)
+#undef CONVEYOR_TAIL
+    default:
+      break;
   }
 }
 
@@ -117,35 +166,195 @@ CONVEYOR_MATMUL_CLONES void multiply_panels(const float* x, int64_t x_stride, in
     const T* panel = packed + p * k * width;
     const int64_t col0 = p * width, cols = std::min(width, out - col0);
     const float* b = bias != nullptr ? bias + col0 : nullptr;
-    int64_t r = 0;
-    for (; r + block_rows <= m; r += block_rows)
-      block<block_rows>(x + r * x_stride, x_stride, panel, k, y + r * y_stride + col0, y_stride,
-                        cols, b, accumulate);
-    const float* xr = x + r * x_stride;
-    float* yr = y + r * y_stride + col0;
-    switch (m - r) {
-#define CONVEYOR_TAIL(R) \
-  case R:                \
-    block<R>(xr, x_stride, panel, k, yr, y_stride, cols, b, accumulate); \
-    break;
-      CONVEYOR_TAIL(1)
-      CONVEYOR_TAIL(2)
-      CONVEYOR_TAIL(3)
-      CONVEYOR_TAIL(4)
-      CONVEYOR_TAIL(5)
-      CONVEYOR_TAIL(6)
-      CONVEYOR_TAIL(7)
-#undef CONVEYOR_TAIL
-      default:
-        break;
-    }
+    for_row_blocks(m, [&](int64_t r, auto rows) CONVEYOR_INLINE_LAMBDA {
+      block<decltype(rows)::value>(x + r * x_stride, x_stride, panel, k,
+                                   y + r * y_stride + col0, y_stride, cols, b, accumulate);
+    });
   }
 }
 
+// -- bf16_dot: pairs of bfloat16 inputs and weights --------------------------------------------
+
+CONVEYOR_INLINE v16u32 load_pairs(const uint16_t* p) {
+  v16u32 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+CONVEYOR_INLINE v16f as_floats(v16u32 bits) {
+  v16f v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+CONVEYOR_INLINE float as_float(uint32_t bits) {
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+// vdpbf16ps in plain vector code: a is a pair of bfloat16 inputs (the even one in the low half),
+// w sixteen columns' pairs of weights; acc += the odd product, then += the even one, as the
+// instruction does. Each product of two bfloat16 numbers is exact in float32, so contracting
+// them into multiply-adds changes nothing.
+CONVEYOR_INLINE v16f dot_pair(v16f acc, uint32_t a, v16u32 w) {
+  acc += as_float(a & 0xffff0000u) * as_floats(w & 0xffff0000u);
+  acc += as_float(a << 16) * as_floats(w << 16);
+  return acc;
+}
+
+// R rows of y (one panel's `cols` columns) = R rows of pairs of inputs times the panel's pairs
+// of weights (+ bias, or += y).
+template <int R>
+CONVEYOR_INLINE void block_pairs(const uint32_t* __restrict__ x, int64_t x_stride,
+                                 const uint16_t* __restrict__ panel, int64_t pairs,
+                                 float* __restrict__ y, int64_t y_stride, int64_t cols,
+                                 const float* __restrict__ bias, bool accumulate) {
+  v16f acc[R][vectors];
+  float row[width];
+  start_sums<R>(acc, row, y, y_stride, cols, bias, accumulate);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const uint16_t* w = panel + i * 2 * width;
+    const v16u32 w0 = load_pairs(w), w1 = load_pairs(w + 32), w2 = load_pairs(w + 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const uint32_t a = x[r * x_stride + i];
+      acc[r][0] = dot_pair(acc[r][0], a, w0);
+      acc[r][1] = dot_pair(acc[r][1], a, w1);
+      acc[r][2] = dot_pair(acc[r][2], a, w2);
+    }
+  }
+  store_sums<R>(acc, row, y, y_stride, cols);
+}
+
+// Rows [0, m) of pairs of inputs (`pairs` per row, rows `pairs` apart) through panels
+// [first, last) of a bf16_dot matrix.
+CONVEYOR_MATMUL_CLONES void pair_panels_in_vectors(const uint32_t* x, int64_t m,
+                                                   const uint16_t* packed, int64_t pairs,
+                                                   int64_t out, float* y, int64_t y_stride,
+                                                   const float* bias, bool accumulate,
+                                                   int64_t first, int64_t last) {
+  for (int64_t p = first; p < last; ++p) {
+    const uint16_t* panel = packed + p * pairs * 2 * width;
+    const int64_t col0 = p * width, cols = std::min(width, out - col0);
+    const float* b = bias != nullptr ? bias + col0 : nullptr;
+    for_row_blocks(m, [&](int64_t r, auto rows) CONVEYOR_INLINE_LAMBDA {
+      block_pairs<decltype(rows)::value>(x + r * pairs, pairs, panel, pairs,
+                                         y + r * y_stride + col0, y_stride, cols, b, accumulate);
+    });
+  }
+}
+
+#ifdef CONVEYOR_BF16_DOT_INSTRUCTION
+// Compiled for processors with AVX-512 BF16 (chosen at run time). Functions defined here take
+// this target, lambdas included; the helpers defined above inline into them.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,avx512bf16")
+
+// block_pairs with the instruction: the same sums, one vdpbf16ps per sixteen columns of a row.
+template <int R>
+CONVEYOR_INLINE void block_pairs_by_instruction(const uint32_t* __restrict__ x, int64_t x_stride,
+                                                const uint16_t* __restrict__ panel,
+                                                int64_t pairs, float* __restrict__ y,
+                                                int64_t y_stride, int64_t cols,
+                                                const float* __restrict__ bias, bool accumulate) {
+  v16f acc[R][vectors];
+  float row[width];
+  start_sums<R>(acc, row, y, y_stride, cols, bias, accumulate);
+  __m512 sums[R][vectors];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < vectors; ++c) sums[r][c] = __m512(acc[r][c]);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const uint16_t* w = panel + i * 2 * width;
+    const __m512bh w0 = __m512bh(_mm512_loadu_si512(w)), w1 = __m512bh(_mm512_loadu_si512(w + 32)),
+                   w2 = __m512bh(_mm512_loadu_si512(w + 64));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = __m512bh(_mm512_set1_epi32(int32_t(x[r * x_stride + i])));
+      sums[r][0] = _mm512_dpbf16_ps(sums[r][0], a, w0);
+      sums[r][1] = _mm512_dpbf16_ps(sums[r][1], a, w1);
+      sums[r][2] = _mm512_dpbf16_ps(sums[r][2], a, w2);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < vectors; ++c) acc[r][c] = v16f(sums[r][c]);
+  store_sums<R>(acc, row, y, y_stride, cols);
+}
+
+// pair_panels_in_vectors with the instruction. Its lambda has this target and for_row_blocks
+// the baseline's, so the lambda is called, once per block of rows; every block runs the same
+// instruction, so a row's sums do not depend on its block.
+void pair_panels_by_instruction(const uint32_t* x, int64_t m, const uint16_t* packed,
+                                int64_t pairs, int64_t out, float* y, int64_t y_stride,
+                                const float* bias, bool accumulate, int64_t first, int64_t last) {
+  for (int64_t p = first; p < last; ++p) {
+    const uint16_t* panel = packed + p * pairs * 2 * width;
+    const int64_t col0 = p * width, cols = std::min(width, out - col0);
+    const float* b = bias != nullptr ? bias + col0 : nullptr;
+    for_row_blocks(m, [&](int64_t r, auto rows) {
+      block_pairs_by_instruction<decltype(rows)::value>(x + r * pairs, pairs, panel, pairs,
+                                                        y + r * y_stride + col0, y_stride, cols,
+                                                        b, accumulate);
+    });
+  }
+}
+
+#pragma GCC pop_options
+
+bool processor_has_bf16_dot() {
+  return __builtin_cpu_supports("avx512bf16");
+}
+#else
+bool processor_has_bf16_dot() {
+  return false;
+}
+#endif
+
+std::atomic<bool> bf16_dot_allowed{true};
+
+// The inputs of a bf16_dot product: rows [0, m) of x (k numbers each, rows `x_stride` apart)
+// rounded to bfloat16 as the weights are, with numbers below float32's normal range made 0 (the
+// instruction reads them so), into rows of 2 * pairs (an odd k ends in a 0): read as 32-bit
+// numbers, each row is its pairs, the even input in the low half. Branch-free, so that it
+// vectorizes.
+CONVEYOR_MATMUL_CLONES void round_inputs(const float* x, int64_t x_stride, int64_t m, int64_t k,
+                                         int64_t pairs, uint16_t* out) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * x_stride;
+    uint16_t* dst = out + r * 2 * pairs;
+    for (int64_t i = 0; i < k; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, xr + i, sizeof(bits));
+      const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+      const bool tiny = (bits & 0x7f800000u) == 0;
+      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      const uint32_t value = nan ? (bits >> 16) | 0x0040u : tiny ? (bits >> 16) & 0x8000u : rounded;
+      dst[i] = uint16_t(value);
+    }
+    if (k % 2 != 0) dst[k] = 0;
+  }
+}
+
+// Rows [0, m) of rounded inputs (`pairs` per row) through panels [first, last).
+void multiply_pair_panels(const uint32_t* inputs, int64_t m, const uint16_t* packed,
+                          int64_t pairs, int64_t out, float* y, int64_t y_stride,
+                          const float* bias, bool accumulate, int64_t first, int64_t last) {
+#ifdef CONVEYOR_BF16_DOT_INSTRUCTION
+  if (packed_matrix::bf16_dot_instruction()) {
+    pair_panels_by_instruction(inputs, m, packed, pairs, out, y, y_stride, bias, accumulate,
+                               first, last);
+    return;
+  }
+#endif
+  pair_panels_in_vectors(inputs, m, packed, pairs, out, y, y_stride, bias, accumulate, first,
+                         last);
+}
+
+// y = x W over every panel, split into tasks on the compute pool; `pairs`: W is bf16_dot's.
 template <class T>
 void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, int64_t k,
                   int64_t out, int64_t panels, float* y, int64_t y_stride, const float* bias,
-                  bool accumulate) {
+                  bool accumulate, bool pairs = false) {
   if (m <= 0 || out <= 0) return;
   const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
   // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them, so that
@@ -155,13 +364,31 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
   const int64_t task_cost =
       std::max(std::min(m, chunk_rows), streaming_rows) * std::max<int64_t>(k, 1) * width;
   const int64_t grain = grain_for(task_cost);
+  // bf16_dot's inputs are rounded once, here, for every task (the caller waits for them). A
+  // buffer per call, so that a product inside another's piece could not overwrite it.
+  const int64_t input_pairs = (k + 1) / 2;
+  std::vector<uint16_t> rounded;
+  if (pairs) {
+    rounded.resize(size_t(m * 2 * input_pairs));
+    round_inputs(x, x_stride, m, k, input_pairs, rounded.data());
+  }
+  const auto* inputs = reinterpret_cast<const uint32_t*>(rounded.data());
   parallel_for(chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;
       const int64_t last = std::min(panels, first + (end - begin));
       const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, m - row0);
-      multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
-                      y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (pairs)
+          multiply_pair_panels(inputs + row0 * input_pairs, rows, packed, input_pairs, out,
+                               y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+        else
+          multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
+                          y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+      } else {
+        multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
+                        y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+      }
       begin += last - first;
     }
   });
@@ -184,10 +411,23 @@ packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t ro
       }
     }
   };
-  if (format == weight_format::f32)
+  if (format == weight_format::f32) {
     pack(f32_, [](float v) { return v; });
-  else
+  } else if (format == weight_format::bf16) {
     pack(bf16_, [](float v) { return to_bf16(v); });
+  } else {
+    // Rows 2i and 2i + 1 side by side in each column; an odd last row pairs with zeros.
+    const int64_t pairs = (in + 1) / 2;
+    bf16_.assign(size_t(panels_ * pairs * 2 * width), 0);
+    for (int64_t p = 0; p < panels_; ++p) {
+      const int64_t col0 = p * width, cols = std::min(width, out - col0);
+      for (int64_t i = 0; i < in; ++i) {
+        const float* src = w + i * row_stride + col0;
+        uint16_t* dst = bf16_.data() + ((p * pairs + i / 2) * width) * 2 + i % 2;
+        for (int64_t c = 0; c < cols; ++c) dst[2 * c] = to_bf16(src[c]);
+      }
+    }
+  }
 }
 
 int64_t packed_matrix::bytes() const {
@@ -199,7 +439,17 @@ void packed_matrix::multiply(const float* x, int64_t x_stride, int64_t m, float*
   if (format_ == weight_format::f32)
     multiply_all(x, x_stride, m, f32_.data(), in_, out_, panels_, y, y_stride, bias, accumulate);
   else
-    multiply_all(x, x_stride, m, bf16_.data(), in_, out_, panels_, y, y_stride, bias, accumulate);
+    multiply_all(x, x_stride, m, bf16_.data(), in_, out_, panels_, y, y_stride, bias, accumulate,
+                 format_ == weight_format::bf16_dot);
+}
+
+bool packed_matrix::bf16_dot_instruction() {
+  static const bool has = processor_has_bf16_dot();
+  return has && bf16_dot_allowed.load(std::memory_order_relaxed);
+}
+
+void packed_matrix::use_bf16_dot_instruction(bool on) {
+  bf16_dot_allowed.store(on);
 }
 
 }  // namespace conveyor::model

@@ -3,7 +3,8 @@
 // BLAS libraries without a pre-packed interface (OpenBLAS) repack the weights on every call;
 // packing once removes that, and the kernel keeps a block of rows by three vectors of columns in
 // registers. Weights in float32 (the exact reference) or bfloat16 (half the bytes, widened to
-// float32 in registers; products and sums stay float32).
+// float32 in registers; products and sums stay float32), or bfloat16 weights and inputs summed
+// in float32 by AVX-512 BF16's dot product (twice the products per instruction).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +17,20 @@ namespace conveyor::model {
 enum class weight_format : uint8_t {
   f32,   ///< float32: the products equal an unpacked float32 product up to summation order
   bf16,  ///< bfloat16, rounded to nearest even from float32 at packing
+  /// bfloat16 weights (as `bf16`) and inputs: each input is rounded to bfloat16 too (those
+  /// below float32's normal range become 0), and each output sums the products of pairs of
+  /// inputs in float32 as AVX-512 BF16's `vdpbf16ps` does (per pair, the odd input's product,
+  /// then the even one's; each product is exact). Where the processor lacks the instruction,
+  /// plain vector code does the same arithmetic: the same bits, but for sums below float32's
+  /// normal range, which the instruction flushes to zero.
+  bf16_dot,
 };
 
 /// A weight matrix W [in, out] (row-major: `in` rows of `out` columns) packed in panels of
-/// `panel_width` columns, each panel `in` runs of `panel_width` contiguous numbers; the last
-/// panel is padded with zeros. Immutable after construction, so any thread may multiply.
+/// `panel_width` columns, each panel `in` runs of `panel_width` contiguous numbers (`bf16_dot`:
+/// in/2 runs, rounded up, of `panel_width` pairs of rows, a column's two numbers side by side);
+/// the last panel is padded with zeros. Immutable after construction, so any thread may
+/// multiply.
 class packed_matrix {
  public:
   /// Columns per panel: three vectors of 16 floats.
@@ -44,10 +54,18 @@ class packed_matrix {
 
   /// y[m, out] = x[m, in] W, plus `bias[out]` when not null; with `accumulate`, y += x W
   /// instead (bias ignored). Each row of y is summed in the same order whatever m and the
-  /// other rows, so a row's result does not depend on the batch it is computed in. Rows of x are `x_stride` floats apart, rows of y `y_stride`. Runs on
-  /// torch's intra-op threads when the product is large enough to pay for them.
+  /// other rows, so a row's result does not depend on the batch it is computed in. Rows of x
+  /// are `x_stride` floats apart, rows of y `y_stride`. Runs on the compute pool
+  /// (work_pool.hpp) when the product is large enough to pay for it.
   void multiply(const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                 const float* bias = nullptr, bool accumulate = false) const;
+
+  /// Whether `bf16_dot` products run on AVX-512 BF16's instruction: true where the processor
+  /// has it, unless turned off (tests compare the two ways).
+  static bool bf16_dot_instruction();
+
+  /// Turns the instruction off (or on again, where the processor has it) for every product.
+  static void use_bf16_dot_instruction(bool on);
 
  private:
   int64_t in_ = 0;

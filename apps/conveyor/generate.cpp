@@ -35,6 +35,7 @@ struct generate_options {
   int64_t threads = 0;
   std::string dtype = "auto";
   std::string kv_cache_dtype = "auto";
+  bool bf16_inputs = false;
   int32_t context = 0;
   bool show_tokens = false;
   bool ignore_eos = false;
@@ -74,6 +75,9 @@ int run_generate(const generate_options& o) {
   auto kv_dtype = model::choose_kv_dtype(o.kv_cache_dtype, *dtype);
   if (!kv_dtype) return fail(message_of(kv_dtype.error()));
   ro.kv_dtype = *kv_dtype;
+  auto bf16_inputs = model::choose_bf16_inputs(o.bf16_inputs, *dtype);
+  if (!bf16_inputs) return fail(message_of(bf16_inputs.error()));
+  ro.bf16_inputs = *bf16_inputs;
   std::string summary;
   auto m = model::load_model(model_spec, ro, &summary);
   if (!m) return fail(message_of(m.error()));
@@ -162,6 +166,9 @@ command_fn add_generate(CLI::App& app) {
                   "the CPU's plain-loop network only)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--bf16-inputs", o->bf16_inputs,
+                "With --dtype bf16: round the products' inputs to bf16 too, for AVX-512 BF16's "
+                "dot product (model.bf16_inputs)");
   cmd->add_option("--context", o->context,
                   "Tokens of context (default 0: the model's own max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);

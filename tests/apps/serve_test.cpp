@@ -1,6 +1,6 @@
 // `conveyor serve --threads N`: the same flag, meaning and check as generate's and bench's; the
-// executors' start-up log line shows the threads they compute with. And model.kv_cache_dtype
-// reaches the executors' model.
+// executors' start-up log line shows the threads they compute with. And model.kv_cache_dtype and
+// model.bf16_inputs reach the executors' model.
 #include <string>
 #include <thread>
 
@@ -103,6 +103,22 @@ TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
   auto bad = run_conveyor("serve --port 0 --set model.kv_cache_dtype=fp8");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("model.kv_cache_dtype: must be 'auto', 'f32' or 'bf16', got 'fp8'"),
+            std::string::npos)
+      << bad.err;
+}
+
+// model.bf16_inputs reaches the executors' model with model.dtype = bf16 (its line names the
+// instruction or the vector code), and the start stops with f32, naming both keys.
+TEST(serve_command, bf16_inputs_reach_the_executors_model_and_need_bf16) {
+  std::string log;
+  auto model = model_of_serve(
+      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.bf16_inputs=true"},
+      log);
+  EXPECT_NE(model.find("(plain loops, bf16 weights and product inputs ("), std::string::npos)
+      << model << "\n" << log;
+  auto bad = run_conveyor("serve --port 0 --set executors=cpu --set model.bf16_inputs=true");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("model.bf16_inputs = true needs model.dtype = 'bf16'"),
             std::string::npos)
       << bad.err;
 }

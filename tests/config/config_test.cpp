@@ -57,6 +57,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.model.seed, 0);
   EXPECT_EQ(x.model.dtype, "auto");
   EXPECT_EQ(x.model.kv_cache_dtype, "auto");
+  EXPECT_FALSE(x.model.bf16_inputs);
   EXPECT_EQ(x.tokenizer.workers, 2);
   EXPECT_TRUE(x.auto_executors);
   EXPECT_TRUE(x.executors.empty());
@@ -120,7 +121,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 46u);
+  EXPECT_EQ(all.size(), 47u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -135,11 +136,12 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   EXPECT_EQ(all[4], "model.chat_template");
   EXPECT_EQ(all[5], "model.dtype");
   EXPECT_EQ(all[6], "model.kv_cache_dtype");
-  EXPECT_EQ(all[7], "tokenizer.workers");
-  EXPECT_EQ(all[8], "executors");
-  EXPECT_EQ(all[9], "executors[].device");
-  EXPECT_EQ(all[14], "executors[].step_target_ratio");
-  EXPECT_EQ(all[17], "cluster.remote");
+  EXPECT_EQ(all[7], "model.bf16_inputs");
+  EXPECT_EQ(all[8], "tokenizer.workers");
+  EXPECT_EQ(all[9], "executors");
+  EXPECT_EQ(all[10], "executors[].device");
+  EXPECT_EQ(all[15], "executors[].step_target_ratio");
+  EXPECT_EQ(all[18], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -154,6 +156,7 @@ tokenizer = "tok.model"
 name = "tiny"
 seed = 7
 kv_cache_dtype = "bf16"
+bf16_inputs = true
 
 [tokenizer]
 workers = 4
@@ -211,6 +214,7 @@ level = "debug"
   EXPECT_EQ(x.model.name, "tiny");
   EXPECT_EQ(x.model.seed, 7);
   EXPECT_EQ(x.model.kv_cache_dtype, "bf16");
+  EXPECT_TRUE(x.model.bf16_inputs);
   EXPECT_EQ(x.tokenizer.workers, 4);
   EXPECT_FALSE(x.auto_executors);
   ASSERT_EQ(x.executors.size(), 1u);
@@ -795,6 +799,7 @@ seed = 0
 chat_template = ""
 dtype = "auto"
 kv_cache_dtype = "auto"
+bf16_inputs = false
 
 [tokenizer]
 workers = 2

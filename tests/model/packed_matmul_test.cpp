@@ -1,6 +1,6 @@
 // The packed matrix product against a float64 product of the unpacked weights, over shapes that
-// hit every row tail, partial panels, strides, bias and accumulation; and bfloat16 rounding
-// against values worked out by hand.
+// hit every row tail, partial panels, strides, bias and accumulation; bfloat16 rounding against
+// values worked out by hand; bf16_dot's instruction against its plain vector code, bit for bit.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -33,8 +33,10 @@ void reference(const std::vector<float>& x, int64_t x_stride, const std::vector<
       mag = std::abs(sum);
       for (int64_t i = 0; i < s.in; ++i) {
         float wv = w[size_t(i * w_stride + c)];
-        if (f == weight_format::bf16) wv = from_bf16(to_bf16(wv));
-        const double term = double(x[size_t(r * x_stride + i)]) * wv;
+        float xv = x[size_t(r * x_stride + i)];
+        if (f != weight_format::f32) wv = from_bf16(to_bf16(wv));
+        if (f == weight_format::bf16_dot) xv = from_bf16(to_bf16(xv));
+        const double term = double(xv) * wv;
         sum += term;
         mag += std::abs(term);
       }
@@ -90,6 +92,8 @@ TEST(packed_matmul, bias_and_accumulation) {
     check(s, weight_format::f32, false, true, seed++);
     check(s, weight_format::bf16, true, false, seed++);
     check(s, weight_format::bf16, false, true, seed++);
+    check(s, weight_format::bf16_dot, true, false, seed++);
+    check(s, weight_format::bf16_dot, false, true, seed++);
   }
 }
 
@@ -98,12 +102,45 @@ TEST(packed_matmul, bf16_equals_the_float64_product_of_the_rounded_weights) {
   for (const auto& s : shapes) check(s, weight_format::bf16, false, false, seed++);
 }
 
+TEST(packed_matmul, bf16_dot_equals_the_float64_product_of_the_rounded_inputs_and_weights) {
+  uint32_t seed = 300;
+  for (const auto& s : shapes) check(s, weight_format::bf16_dot, false, false, seed++);
+  // The same through the plain vector code where the processor has the instruction.
+  packed_matrix::use_bf16_dot_instruction(false);
+  for (const auto& s : shapes) check(s, weight_format::bf16_dot, false, false, seed++);
+  packed_matrix::use_bf16_dot_instruction(true);
+}
+
+TEST(packed_matmul, bf16_dot_instruction_and_vector_code_give_the_same_bits) {
+  if (!packed_matrix::bf16_dot_instruction())
+    GTEST_SKIP() << "this processor has no AVX-512 BF16: bf16_dot runs the vector code only";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const auto& s : shapes) {
+    std::vector<float> w(size_t(s.in * s.out)), x(size_t(s.m * s.in)), bias(size_t(s.out));
+    for (auto* v : {&w, &x, &bias})
+      for (auto& e : *v) e = u(rng) * 8.0f;
+    packed_matrix p(w.data(), s.in, s.out, s.out, weight_format::bf16_dot);
+    std::vector<float> by_instruction(size_t(s.m * s.out)), in_vectors(by_instruction.size());
+    p.multiply(x.data(), s.in, s.m, by_instruction.data(), s.out, bias.data());
+    packed_matrix::use_bf16_dot_instruction(false);
+    EXPECT_FALSE(packed_matrix::bf16_dot_instruction());
+    p.multiply(x.data(), s.in, s.m, in_vectors.data(), s.out, bias.data());
+    packed_matrix::use_bf16_dot_instruction(true);
+    for (size_t i = 0; i < in_vectors.size(); ++i)
+      ASSERT_EQ(by_instruction[i], in_vectors[i])
+          << "m " << s.m << " in " << s.in << " out " << s.out << " at " << i;
+  }
+}
+
 TEST(packed_matmul, bf16_halves_the_bytes) {
   std::vector<float> w(size_t(288 * 96), 0.5f);
   packed_matrix a(w.data(), 288, 96, 96, weight_format::f32);
   packed_matrix b(w.data(), 288, 96, 96, weight_format::bf16);
+  packed_matrix d(w.data(), 288, 96, 96, weight_format::bf16_dot);
   EXPECT_EQ(a.bytes(), 288 * 96 * 4);
   EXPECT_EQ(b.bytes(), 288 * 96 * 2);
+  EXPECT_EQ(d.bytes(), 288 * 96 * 2);
 }
 
 TEST(packed_matmul, bf16_rounds_to_nearest_even) {
@@ -126,7 +163,7 @@ TEST(packed_matmul, a_row_gives_the_same_bits_whatever_the_batch_around_it) {
   std::vector<float> w(size_t(in * out)), x(size_t(70 * in));
   for (auto* v : {&w, &x})
     for (auto& e : *v) e = u(rng);
-  for (auto f : {weight_format::f32, weight_format::bf16}) {
+  for (auto f : {weight_format::f32, weight_format::bf16, weight_format::bf16_dot}) {
     packed_matrix p(w.data(), in, out, out, f);
     std::vector<float> alone(static_cast<size_t>(out)), batch(static_cast<size_t>(70 * out));
     p.multiply(x.data() + 13 * in, in, 1, alone.data(), out);
@@ -134,7 +171,8 @@ TEST(packed_matmul, a_row_gives_the_same_bits_whatever_the_batch_around_it) {
     for (int64_t m : {14, 17, 70}) {
       p.multiply(x.data(), in, m, batch.data(), out);
       for (int64_t c = 0; c < out; ++c)
-        ASSERT_EQ(batch[size_t(13 * out + c)], alone[size_t(c)]) << "m " << m << " col " << c;
+        ASSERT_EQ(batch[size_t(13 * out + c)], alone[size_t(c)])
+            << "format " << int(f) << " m " << m << " col " << c;
     }
   }
 }
