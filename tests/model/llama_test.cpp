@@ -824,7 +824,8 @@ TEST(llama, the_plain_loops_with_bf16_inputs_follow_f32_within_the_stated_tolera
 // the products themselves bit for bit).
 TEST(llama, bf16_inputs_give_the_same_logits_by_instruction_and_in_vector_code) {
   if (!packed_matrix::bf16_dot_instruction())
-    GTEST_SKIP() << "this processor has no AVX-512 BF16: bf16 inputs run the vector code only";
+    GTEST_SKIP() << "no AVX-512 BF16 here (the processor lacks it, or the build is not GCC's, "
+                    "which alone compiles the instruction path): bf16 inputs run the vector code";
   runtime_options opt;
   opt.slots = 2;
   opt.network = llama_network::loops;

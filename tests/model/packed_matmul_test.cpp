@@ -113,7 +113,8 @@ TEST(packed_matmul, bf16_dot_equals_the_float64_product_of_the_rounded_inputs_an
 
 TEST(packed_matmul, bf16_dot_instruction_and_vector_code_give_the_same_bits) {
   if (!packed_matrix::bf16_dot_instruction())
-    GTEST_SKIP() << "this processor has no AVX-512 BF16: bf16_dot runs the vector code only";
+    GTEST_SKIP() << "no AVX-512 BF16 here (the processor lacks it, or the build is not GCC's, "
+                    "which alone compiles the instruction path): bf16_dot runs the vector code";
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const auto& s : shapes) {
