@@ -312,26 +312,28 @@ bool processor_has_bf16_dot() {
 
 std::atomic<bool> bf16_dot_allowed{true};
 
-// The inputs of a bf16_dot product: rows [0, m) of x (k numbers each, rows `x_stride` apart)
-// rounded to bfloat16 as the weights are, with numbers below float32's normal range made 0 (the
-// instruction reads them so), into rows of 2 * pairs (an odd k ends in a 0): read as 32-bit
-// numbers, each row is its pairs, the even input in the low half. Branch-free, so that it
-// vectorizes.
+// One input of a bf16_dot product as bfloat16 bits: rounded as the weights are, and numbers
+// below float32's normal range made 0 (the instruction reads them so). Branch-free, so that the
+// loop below vectorizes.
+CONVEYOR_INLINE uint32_t input_bf16(const float* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const bool tiny = (bits & 0x7f800000u) == 0;
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  return nan ? (bits >> 16) | 0x0040u : tiny ? (bits >> 16) & 0x8000u : rounded;
+}
+
+// The inputs of a bf16_dot product: rows [0, m) of x (k numbers each, rows `x_stride` apart) as
+// rows of `pairs` pairs of bfloat16, the even input in the low half (an odd k ends in a 0).
 CONVEYOR_MATMUL_CLONES void round_inputs(const float* x, int64_t x_stride, int64_t m, int64_t k,
-                                         int64_t pairs, uint16_t* out) {
+                                         int64_t pairs, uint32_t* out) {
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * x_stride;
-    uint16_t* dst = out + r * 2 * pairs;
-    for (int64_t i = 0; i < k; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, xr + i, sizeof(bits));
-      const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-      const bool tiny = (bits & 0x7f800000u) == 0;
-      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-      const uint32_t value = nan ? (bits >> 16) | 0x0040u : tiny ? (bits >> 16) & 0x8000u : rounded;
-      dst[i] = uint16_t(value);
-    }
-    if (k % 2 != 0) dst[k] = 0;
+    uint32_t* dst = out + r * pairs;
+    for (int64_t i = 0; i < k / 2; ++i)
+      dst[i] = input_bf16(xr + 2 * i) | input_bf16(xr + 2 * i + 1) << 16;
+    if (k % 2 != 0) dst[pairs - 1] = input_bf16(xr + k - 1);
   }
 }
 
@@ -367,28 +369,26 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
   // bf16_dot's inputs are rounded once, here, for every task (the caller waits for them). A
   // buffer per call, so that a product inside another's piece could not overwrite it.
   const int64_t input_pairs = (k + 1) / 2;
-  std::vector<uint16_t> rounded;
+  std::vector<uint32_t> inputs;
   if (pairs) {
-    rounded.resize(size_t(m * 2 * input_pairs));
-    round_inputs(x, x_stride, m, k, input_pairs, rounded.data());
+    inputs.resize(size_t(m * input_pairs));
+    round_inputs(x, x_stride, m, k, input_pairs, inputs.data());
   }
-  const auto* inputs = reinterpret_cast<const uint32_t*>(rounded.data());
   parallel_for(chunks * panels, grain, [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t chunk = begin / panels, first = begin % panels;
       const int64_t last = std::min(panels, first + (end - begin));
       const int64_t row0 = chunk * chunk_rows, rows = std::min(chunk_rows, m - row0);
       if constexpr (std::is_same_v<T, uint16_t>) {
-        if (pairs)
-          multiply_pair_panels(inputs + row0 * input_pairs, rows, packed, input_pairs, out,
-                               y + row0 * y_stride, y_stride, bias, accumulate, first, last);
-        else
-          multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
-                          y + row0 * y_stride, y_stride, bias, accumulate, first, last);
-      } else {
-        multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
-                        y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+        if (pairs) {
+          multiply_pair_panels(inputs.data() + row0 * input_pairs, rows, packed, input_pairs,
+                               out, y + row0 * y_stride, y_stride, bias, accumulate, first, last);
+          begin += last - first;
+          continue;
+        }
       }
+      multiply_panels(x + row0 * x_stride, x_stride, rows, packed, k, out,
+                      y + row0 * y_stride, y_stride, bias, accumulate, first, last);
       begin += last - first;
     }
   });
