@@ -19,6 +19,7 @@
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/process_cpu.hpp"
 #include "client/http_client.hpp"
 #include "client/response_reader.hpp"
 #include "client/sse_parser.hpp"
@@ -274,7 +275,7 @@ class stream_request : public std::enable_shared_from_this<stream_request> {
 }  // namespace
 
 std::vector<request_record> run_target(const workload& requests, const target_options& options,
-                                       run_progress& progress, double& wall_s) {
+                                       run_progress& progress, run_timing& timing) {
   std::vector<request_record> records(requests.size());
   std::mutex mutex;
   std::condition_variable all_ended;
@@ -293,6 +294,7 @@ std::vector<request_record> run_target(const workload& requests, const target_op
   boost::system::error_code resolve_error;
   tcp::resolver resolver{*io.front()};
   const auto endpoints = resolver.resolve(options.url.host, options.url.port, resolve_error);
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = clock_type::now();
   auto last_end = t0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -329,7 +331,8 @@ std::vector<request_record> run_target(const workload& requests, const target_op
   }
   work.clear();
   for (auto& thread : threads) thread.join();
-  wall_s = std::chrono::duration<double>(last_end - t0).count();
+  timing.cpu_s = process_cpu_seconds() - cpu0;
+  timing.wall_s = std::chrono::duration<double>(last_end - t0).count();
   return records;
 }
 

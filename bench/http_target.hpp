@@ -84,12 +84,20 @@ struct target_options {
   double timeout_s = 600;
 };
 
+/// How long a target run took, and what it cost the client.
+struct run_timing {
+  /// Seconds from t0 to the last end.
+  double wall_s = 0;
+  /// CPU seconds of this process over the same span (process_cpu_seconds).
+  double cpu_s = 0;
+};
+
 /// Replays `requests` against the server in open loop: one connection per request, on an event
 /// loop thread per core (at most four; hundreds of requests can be in flight), each started at
 /// t0 + arrival_s; a request fails when connecting, or its response once the request is sent,
 /// takes over `timeout_s`. Returns when every request has ended, with one record per request in
-/// workload order, and sets `wall_s` to the seconds from t0 to the last end.
+/// workload order, and sets `timing`.
 std::vector<request_record> run_target(const workload& requests, const target_options& options,
-                                       run_progress& progress, double& wall_s);
+                                       run_progress& progress, run_timing& timing);
 
 }  // namespace conveyor::bench

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/spawn.hpp"
+#include "bench/process_cpu.hpp"
 
 namespace conveyor::bench {
 
@@ -126,6 +127,7 @@ expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline
   if (!pipeline) return pipeline.error();
   const bool synthetic = cfg.model.path.rfind("synthetic:", 0) == 0;
   auto book = std::make_shared<run_book>(requests.size(), progress);
+  const double cpu0 = process_cpu_seconds();
   const stamp t0 = now_stamp();
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& w = requests[i];
@@ -150,6 +152,7 @@ expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline
     book->all_ended.wait(guard, [&] { return progress.ended >= requests.size(); });
   }
   auto summary = summarize(policy, rate, book->records, seconds_between(t0, book->last_end));
+  summary.process_cpu_s = process_cpu_seconds() - cpu0;
   add_pipeline_metrics(system, *pipeline, requests.size(), summary);
   stop_pipeline(*pipeline);
   return summary;

@@ -220,6 +220,11 @@ std::string render_table(const std::vector<run_summary>& runs) {
       [](const run_summary& r) { return fmt("%.1f%%", r.padding_fraction * 100); });
   row("executor busy ratio",
       [](const run_summary& r) { return fmt("%.1f%%", r.executor_busy_ratio * 100); });
+  row("bench process CPU (s)", [](const run_summary& r) { return fmt("%.2f", r.process_cpu_s); });
+  row("bench CPU per output token (us)", [](const run_summary& r) {
+    return fmt("%.1f", r.output_tokens > 0 ? r.process_cpu_s * 1e6 / double(r.output_tokens)
+                                           : std::numeric_limits<double>::quiet_NaN());
+  });
   std::size_t label_w = 0;
   std::vector<std::size_t> widths(runs.size(), 0);
   for (const auto& [label, cells] : rows) {
@@ -259,7 +264,8 @@ nlohmann::json to_json(const run_summary& r) {
           {"e2e_s", to_json(r.e2e)},
           {"batch_size_mean", number(r.batch_size_mean)},
           {"padding_fraction", number(r.padding_fraction)},
-          {"executor_busy_ratio", number(r.executor_busy_ratio)}};
+          {"executor_busy_ratio", number(r.executor_busy_ratio)},
+          {"process_cpu_s", number(r.process_cpu_s)}};
 }
 
 nlohmann::json to_json(const std::vector<run_summary>& runs, const nlohmann::json& settings) {

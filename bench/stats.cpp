@@ -71,7 +71,7 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
   s.tpot = describe(tpot);
   s.itl = describe(itl);
   s.e2e = describe(e2e);
-  s.batch_size_mean = s.padding_fraction = s.executor_busy_ratio = nan;
+  s.batch_size_mean = s.padding_fraction = s.executor_busy_ratio = s.process_cpu_s = nan;
   std::sort(e2e.begin(), e2e.end());
   s.e2e_sorted = std::move(e2e);
   return s;

@@ -91,6 +91,10 @@ struct run_summary {
   double batch_size_mean = 0;
   double padding_fraction = 0;
   double executor_busy_ratio = 0;
+  /// CPU seconds of the bench process over the run (t0 to the last end), all of its threads: for
+  /// a target the client's own cost, in process the pipeline's and the driver's together; NaN
+  /// until the caller sets it.
+  double process_cpu_s = 0;
   /// The E2E latencies of completed requests, sorted (for the CDF chart).
   std::vector<double> e2e_sorted;
 };

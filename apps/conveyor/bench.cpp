@@ -210,14 +210,15 @@ int run_bench(const bench_options& o) {
     settings["model"] = o.flags.model;
     for (const auto& [rate, w] : *workloads) {
       run_progress progress;
-      double wall_s = 0;
+      run_timing timing;
       std::vector<request_record> records;
       {
         progress_printer printer{o.target + " @ " + rate_text(rate) + "/s", w.size(), progress,
                                  o.quiet};
-        records = run_target(w, to, progress, wall_s);
+        records = run_target(w, to, progress, timing);
       }
-      runs.push_back(summarize(o.target, rate, records, wall_s));
+      runs.push_back(summarize(o.target, rate, records, timing.wall_s));
+      runs.back().process_cpu_s = timing.cpu_s;
     }
   } else {
     auto cfg = o.flags.load();

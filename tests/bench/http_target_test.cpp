@@ -65,19 +65,21 @@ TEST(bench_http, replays_a_workload_in_open_loop) {
   target_options o;
   o.url = *parse_target_url("http://127.0.0.1:" + std::to_string(server.port()));
   run_progress progress;
-  double wall_s = 0;
-  auto records = run_target(w, o, progress, wall_s);
+  run_timing timing;
+  auto records = run_target(w, o, progress, timing);
   ASSERT_EQ(records.size(), w.size());
   EXPECT_EQ(progress.sent.load(), w.size());
   EXPECT_EQ(progress.ended.load(), w.size());
-  auto s = summarize("target", 100, records, wall_s);
+  auto s = summarize("target", 100, records, timing.wall_s);
   EXPECT_EQ(s.completed, 11u);
   EXPECT_EQ(s.rejected, 1u);
   EXPECT_EQ(s.failed, 0u);
   EXPECT_EQ(s.output_tokens, 33u);
   EXPECT_EQ(s.itl.count, 22u);
   // Open loop: the last request starts 0.11 s after the first, however fast the server answers.
-  EXPECT_GE(wall_s, 0.11);
+  EXPECT_GE(timing.wall_s, 0.11);
+  // The client's CPU over the run: measured (not NaN), and some, for 12 connections' work.
+  EXPECT_GT(timing.cpu_s, 0.0);
   // Each chunk is stamped once, in order, after its request's start and not after its end
   // (how chunk times become ITL is completion_stream_outcomes' business, with exact times).
   for (const auto& r : records) {
@@ -96,8 +98,8 @@ TEST(bench_http, reads_chunked_streams_that_arrive_a_byte_at_a_time) {
   target_options o;
   o.url = *parse_target_url(server.url());
   run_progress progress;
-  double wall_s = 0;
-  auto records = run_target(w, o, progress, wall_s);
+  run_timing timing;
+  auto records = run_target(w, o, progress, timing);
   ASSERT_EQ(records.size(), w.size());
   for (const auto& r : records) {
     EXPECT_EQ(r.status, request_status::completed) << r.message;
@@ -118,8 +120,8 @@ TEST(bench_http, a_server_that_is_not_there_fails_each_request_naming_why) {
   target_options o;
   o.url = *parse_target_url("http://127.0.0.1:" + std::to_string(port));
   run_progress progress;
-  double wall_s = 0;
-  auto records = run_target(w, o, progress, wall_s);
+  run_timing timing;
+  auto records = run_target(w, o, progress, timing);
   ASSERT_EQ(records.size(), w.size());
   EXPECT_EQ(progress.ended.load(), w.size());
   for (const auto& r : records) {
@@ -145,13 +147,13 @@ TEST(bench_http, a_server_that_never_answers_fails_each_request_at_its_timeout) 
   o.url = *parse_target_url("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
   o.timeout_s = 0.2;
   run_progress progress;
-  double wall_s = 0;
-  auto records = run_target(w, o, progress, wall_s);
+  run_timing timing;
+  auto records = run_target(w, o, progress, timing);
   ::close(fd);
   ASSERT_EQ(records.size(), w.size());
   for (const auto& r : records) {
     EXPECT_EQ(r.status, request_status::failed);
     EXPECT_EQ(r.message, "timed out");
   }
-  EXPECT_GE(wall_s, 0.2);
+  EXPECT_GE(timing.wall_s, 0.2);
 }

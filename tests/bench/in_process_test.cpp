@@ -59,6 +59,7 @@ TEST_P(bench_in_process, counts_add_up) {
   EXPECT_EQ(s->e2e.count, s->completed);
   EXPECT_LE(s->ttft.p50, s->e2e.p50);
   EXPECT_GE(s->wall_s, w.back().arrival_s);
+  EXPECT_GT(s->process_cpu_s, 0.0);  // measured over the run, the pipeline's work in it
   EXPECT_GE(s->batch_size_mean, 1.0);
   EXPECT_GE(s->padding_fraction, 0.0);
   EXPECT_GT(s->executor_busy_ratio, 0.0);

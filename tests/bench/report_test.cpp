@@ -122,13 +122,16 @@ TEST(bench_report, table_and_json_show_every_number) {
   runs[0].batch_size_mean = 3.5;
   runs[0].padding_fraction = 0.25;
   runs[0].executor_busy_ratio = 0.5;
+  runs[0].process_cpu_s = 0.002;  // over 4 output tokens
   const auto table = render_table(runs);
   for (const char* row :
        {"requests", "completed", "rejected", "failed", "wall time", "requests/s", "output tokens/s",
-        "TTFT", "TPOT", "ITL", "E2E", "mean batch size", "padding fraction", "executor busy ratio"})
+        "TTFT", "TPOT", "ITL", "E2E", "mean batch size", "padding fraction", "executor busy ratio",
+        "bench process CPU (s)", "bench CPU per output token (us)"})
     EXPECT_NE(table.find(row), std::string::npos) << row;
   EXPECT_NE(table.find("750.0 / 750.0 / 950.0 / 995.0"), std::string::npos) << table;
   EXPECT_NE(table.find("25.0%"), std::string::npos);
+  EXPECT_NE(table.find("500.0"), std::string::npos) << table;  // 2 ms of CPU / 4 tokens
   auto j = to_json(runs, {{"workload", "w.jsonl"}});
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["settings"]["workload"], "w.jsonl");
@@ -142,5 +145,7 @@ TEST(bench_report, table_and_json_show_every_number) {
   EXPECT_DOUBLE_EQ(r["e2e_s"]["p50"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(r["batch_size_mean"].get<double>(), 3.5);
   EXPECT_TRUE(j["runs"][1]["batch_size_mean"].is_null());  // NaN
+  EXPECT_DOUBLE_EQ(r["process_cpu_s"].get<double>(), 0.002);
+  EXPECT_TRUE(j["runs"][1]["process_cpu_s"].is_null());
   EXPECT_TRUE(j["runs"][1]["tpot_s"]["mean"].is_number());
 }
