@@ -280,9 +280,13 @@ std::vector<request_record> run_target(const workload& requests, const target_op
   std::mutex mutex;
   std::condition_variable all_ended;
   std::size_t ended = 0;
-  // An event loop per core (at most four), each on its own thread; request i goes to loop
-  // i % loops, which runs all of its handlers, so a request is never handled by two threads.
-  const std::size_t loops = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
+  // Event loops (by default one per core, at most four), each on its own thread; request i goes
+  // to loop i % loops, which runs all of its handlers, so a request is never handled by two
+  // threads.
+  const std::size_t loops =
+      options.client_threads > 0
+          ? std::size_t(options.client_threads)
+          : std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
   std::vector<std::unique_ptr<asio::io_context>> io;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;

@@ -82,6 +82,8 @@ struct target_options {
   sampling_fields sampling;
   /// Give up on connecting, and on a response once its request is sent, after this many seconds.
   double timeout_s = 600;
+  /// Event-loop threads of the client; 0: one per core, at most four.
+  int32_t client_threads = 0;
 };
 
 /// How long a target run took, and what it cost the client.
@@ -92,8 +94,8 @@ struct run_timing {
   double cpu_s = 0;
 };
 
-/// Replays `requests` against the server in open loop: one connection per request, on an event
-/// loop thread per core (at most four; hundreds of requests can be in flight), each started at
+/// Replays `requests` against the server in open loop: one connection per request, on
+/// `client_threads` event-loop threads (hundreds of requests can be in flight), each started at
 /// t0 + arrival_s; a request fails when connecting, or its response once the request is sent,
 /// takes over `timeout_s`. Returns when every request has ended, with one record per request in
 /// workload order, and sets `timing`.

@@ -37,6 +37,7 @@ struct bench_options {
   std::string workload_file;
   std::string policies = "sequential,seed,continuous";
   std::string target;
+  int32_t client_threads = 0;
   std::string json_file;
   std::string plot_file;
   std::string rates;
@@ -174,6 +175,8 @@ error write_file(const std::string& path, const std::string& text) {
 
 int run_bench(const bench_options& o) {
   if (auto problem = check(o.sampling)) return fail(*problem);
+  if (o.client_threads != 0 && o.target.empty())
+    return fail("--client-threads goes with --target (the client's threads)");
   if (o.run_too && o.save_file.empty())
     return fail("--run goes with --save (without it, bench runs)");
   if (!o.save_file.empty() && !o.workload_file.empty())
@@ -206,7 +209,9 @@ int run_bench(const bench_options& o) {
     to.url = *url;
     to.model = o.flags.model;
     to.sampling = o.sampling;
+    to.client_threads = o.client_threads;
     settings["target"] = o.target;
+    settings["client_threads"] = o.client_threads;
     settings["model"] = o.flags.model;
     for (const auto& [rate, w] : *workloads) {
       run_progress progress;
@@ -284,6 +289,11 @@ command_fn add_bench(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "Bench an OpenAI-style server at http://HOST:PORT instead (POST "
                   "/v1/completions with stream: true); --model then names the model field");
+  cmd->add_option("--client-threads", o->client_threads,
+                  "With --target: event-loop threads of the client (0: one per core, at most "
+                  "4); 1 leaves the other cores to a server on the same machine")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_option("--json", o->json_file, "Write the results as JSON to FILE");
   cmd->add_option("--plot", o->plot_file,
                   "Write an SVG chart of the E2E latency CDF to FILE.svg (with several rates "

@@ -179,6 +179,31 @@ TEST(bench_command, save_and_run_refuse_what_they_cannot_mean) {
             "--workload\n");
 }
 
+TEST(bench_command, client_threads_choose_the_clients_event_loops_of_a_target_run) {
+  canned_server server;
+  const std::string json_path = temp_path(".json");
+  auto one = run_conveyor("bench " + made + " --target " + server.url() +
+                          " --client-threads 1 --json " + json_path);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(requests_of(parsed(server.bodies())), requests_of(made_workload()));
+  auto report = json::parse(read_file(json_path));
+  EXPECT_EQ(report["settings"]["client_threads"], 1);
+  EXPECT_EQ(report["runs"][0]["completed"], 3);
+  // The client's own CPU over the run is measured and reported.
+  EXPECT_TRUE(report["runs"][0]["process_cpu_s"].is_number()) << report.dump();
+  EXPECT_NE(one.out.find("bench CPU per output token (us)"), std::string::npos) << one.out;
+  std::remove(json_path.c_str());
+
+  auto alone = run_conveyor("bench " + made + " --client-threads 1");
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_EQ(alone.err,
+            "conveyor bench: --client-threads goes with --target (the client's threads)\n");
+  auto negative = run_conveyor("bench " + made + " --target " + server.url() +
+                               " --client-threads -1");
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.err.find("--client-threads"), std::string::npos) << negative.err;
+}
+
 TEST(bench_command, conveyors_own_server_takes_every_field_it_sends) {
   // The real server on stories260K: greedy requests with ignore_eos each run to max_tokens (300,
   // where greedy stories end sooner: see the in-process test above), none refused.
