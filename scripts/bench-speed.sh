@@ -32,13 +32,23 @@ stop() {
   wait "$pid" || true
 }
 
-# NAME WORKLOAD MODEL: one replay against the running server; the client's own CPU seconds
-# (user + system, from /usr/bin/time) go beside its report.
+# CPU seconds (user + system) the server process has used so far, from /proc.
+server_cpu() {
+  awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$pid/stat"
+}
+
+# NAME WORKLOAD MODEL [BENCH-ARGS...]: one replay against the running server; beside its report
+# go the client's CPU seconds (user + system, from /usr/bin/time, its start included) and the
+# server's over the replay (the bench's own table has the client's over the run alone).
 over_http() {
   local name=$1 workload=$2 model=$3
+  shift 3
+  local before_cpu
+  before_cpu=$(server_cpu)
   /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/$name.client" \
     "$client" bench --workload "$workload" --target "http://127.0.0.1:$port" --model "$model" \
-    -q --json "$out/$name.json" >"$out/$name.txt"
+    -q --json "$out/$name.json" "$@" >"$out/$name.txt"
+  echo "server cpu_s $before_cpu $(server_cpu)" >>"$out/$name.client"
   echo "$name: $(grep -E 'out tok/s|output' "$out/$name.txt" | head -1) $(cat "$out/$name.client")"
 }
 
@@ -75,13 +85,17 @@ want 3 && for build in before after; do
   stop
 done
 
-# 4. The stories260K burst: in process and through HTTP (after), with the client's cost.
+# 4. The stories260K burst: in process and through HTTP (after), with the client's cost; the
+# client with its default threads (one per core) and with one.
 want 4 && for r in $(seq 1 "$repeats"); do
   /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/stories-burst-inprocess-run$r.client" \
     "$client" bench --workload $burst --policies continuous -q \
     --json "$out/stories-burst-inprocess-run$r.json" >"$out/stories-burst-inprocess-run$r.txt"
   serve "$after"
   over_http "stories-burst-http-run$r" $burst stories260K
+  stop
+  serve "$after"
+  over_http "stories-burst-http1-run$r" $burst stories260K --client-threads 1
   stop
 done
 # 5. The server's own ceiling (trivial model, 64 streams), before and after, same client.
