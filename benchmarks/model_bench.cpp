@@ -4,6 +4,7 @@
 // weight kernel against OpenBLAS on the products of an s15m layer.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -14,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include "common/install_dirs.hpp"
+#include "model/cache_attention.hpp"
 #include "model/causal_lm.hpp"
 #include "model/packed_matmul.hpp"
 #include "model/work_pool.hpp"
@@ -169,6 +171,28 @@ void bm_decode(benchmark::State& state) {
   state.counters["x_weights"] = benchmark::Counter(weights_us * 1e-6, over);
 }
 
+// One (row, kv head) task of decode attention on one thread: `g` = 2 query heads of size `hs`
+// over `span` positions of an f32 cache (stories260K's heads are 8 wide, s15m's 48, Llama's 64
+// or 128), so that the kernel's own speed is seen apart from the step.
+void bm_attend(benchmark::State& state) {
+  const int64_t hs = state.range(0), span = state.range(1), g = 2;
+  const int64_t ctx = (span + 7) / 8 * 8;
+  std::mt19937 rng{7};
+  std::normal_distribution<float> normal;
+  std::vector<float> q(size_t(g * hs)), keys(size_t(ctx * hs)), values(size_t(span * hs));
+  for (auto* v : {&q, &keys, &values})
+    for (auto& x : *v) x = normal(rng);
+  std::vector<float> scores(size_t(g * ctx)), out(size_t(g * hs));
+  const float scale = 1.0f / std::sqrt(float(hs));
+  for (auto _ : state) {
+    attend_cached(hs, q.data(), g, keys.data(), ctx, values.data(), span, scale, scores.data(),
+                  out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["positions/s"] =
+      benchmark::Counter(double(span), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The decode step of s15m with every sequence at one position: the step reads
 // 2 x layers x batch x kv_dim x (position + 1) numbers of cache (f32, or bf16 with kv_bf16), so
 // the difference between two positions gives the bandwidth attention reads the cache at (batch
@@ -269,6 +293,9 @@ BENCHMARK(bm_decode_after_gap)
     ->Arg(1000)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+BENCHMARK(bm_attend)
+    ->ArgNames({"hs", "span"})
+    ->ArgsProduct({{8, 16, 48, 64, 128}, {96, 480}});
 BENCHMARK(bm_decode_at)
     ->ArgNames({"batch", "position", "kv_bf16"})
     ->ArgsProduct({{1, 64}, {32, 480}, {0, 1}})

@@ -67,14 +67,26 @@ CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
     for (int64_t l = 0; l < 8; ++l) total += sum8[l];
     for (int64_t t = body; t < span; ++t) total += sj[t] = exp_nonpositive(sj[t] - top);
     const float inv = 1.0f / total;
-    // Weighted sum of the values, head elements in registers.
-    v8f acc[blocks] = {};
-    for (int64_t t = 0; t < span; ++t) {
+    // Weighted sum of the values, head elements in registers. Small heads (one or two vectors)
+    // keep `lanes` partial sums over interleaved positions, so that at least four multiply-adds
+    // are in flight instead of one chain waiting on each; they are added in a fixed order.
+    constexpr int64_t lanes = blocks >= 4 ? 1 : 4 / blocks;
+    v8f acc[lanes][blocks] = {};
+    int64_t t = 0;
+    for (; t + lanes <= span; t += lanes)
+      for (int64_t u = 0; u < lanes; ++u) {
+        const float w = sj[t + u] * inv;
+        const T* vt = values + (t + u) * HS;
+        for (int64_t b = 0; b < blocks; ++b) acc[u][b] += w * load8(vt + 8 * b);
+      }
+    for (; t < span; ++t) {
       const float w = sj[t] * inv;
       const T* vt = values + t * HS;
-      for (int64_t b = 0; b < blocks; ++b) acc[b] += w * load8(vt + 8 * b);
+      for (int64_t b = 0; b < blocks; ++b) acc[0][b] += w * load8(vt + 8 * b);
     }
-    for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[b]);
+    for (int64_t u = 1; u < lanes; ++u)
+      for (int64_t b = 0; b < blocks; ++b) acc[0][b] += acc[u][b];
+    for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[0][b]);
   }
 }
 
