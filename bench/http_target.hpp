@@ -90,7 +90,8 @@ struct target_options {
 struct run_timing {
   /// Seconds from t0 to the last end.
   double wall_s = 0;
-  /// CPU seconds of this process over the same span (process_cpu_seconds).
+  /// CPU seconds of this process from t0 until every request had ended and the client's threads
+  /// were joined (process_cpu_seconds).
   double cpu_s = 0;
 };
 
