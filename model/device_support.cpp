@@ -51,6 +51,9 @@ void synchronize(const c10::Device& device) {
 int64_t device_memory_allocated(const c10::Device& device) {
 #if defined(CONVEYOR_WITH_CUDA)
   if (device.is_cuda()) {
+    // The caching allocator knows a device only once CUDA is initialized ("Invalid device
+    // argument ... did you call init?" before): a first allocation on it does that.
+    (void)at::empty({1}, at::TensorOptions().device(device));
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
     return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].current;
   }

@@ -13,14 +13,15 @@ using namespace conveyor::app::test;
 namespace {
 
 /// Starts `serve` on a free port with `args`, waits until it is ready, and returns the number
-/// of compute threads its executor cpu:0 logged ("" when it never got there: see the log).
+/// of compute threads its first executor logged: cpu:0, or cuda:0:0 where the default placement
+/// finds a GPU ("" when it never got there: see the log).
 std::string threads_of_serve(std::vector<std::string> args, std::string& log) {
   args.insert(args.begin(), {"serve", "--port", "0", "--log-level", "info"});
   background_conveyor serve{args};
   const auto ready = serve.wait_for("ready: model");
   log = serve.log();
   if (ready.empty()) return "";
-  return serve.wait_for("executor cpu:0: (\\d+) compute threads");
+  return serve.wait_for("executor (?:cpu:0|cuda:0:0): (\\d+) compute threads");
 }
 
 }  // namespace
