@@ -72,18 +72,16 @@ CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
     // are in flight instead of one chain waiting on each; they are added in a fixed order.
     constexpr int64_t lanes = blocks >= 4 ? 1 : 4 / blocks;
     v8f acc[lanes][blocks] = {};
-    int64_t t = 0;
-    for (; t + lanes <= span; t += lanes)
-      for (int64_t u = 0; u < lanes; ++u) {
-        const float w = sj[t + u] * inv;
-        const T* vt = values + (t + u) * HS;
-        for (int64_t b = 0; b < blocks; ++b) acc[u][b] += w * load8(vt + 8 * b);
-      }
-    for (; t < span; ++t) {
+    // Position t's weighted values into the partial sum `sum`.
+    auto add = [&](v8f* sum, int64_t t) CONVEYOR_INLINE_LAMBDA {
       const float w = sj[t] * inv;
       const T* vt = values + t * HS;
-      for (int64_t b = 0; b < blocks; ++b) acc[0][b] += w * load8(vt + 8 * b);
-    }
+      for (int64_t b = 0; b < blocks; ++b) sum[b] += w * load8(vt + 8 * b);
+    };
+    int64_t t = 0;
+    for (; t + lanes <= span; t += lanes)
+      for (int64_t u = 0; u < lanes; ++u) add(acc[u], t + u);
+    for (; t < span; ++t) add(acc[0], t);
     for (int64_t u = 1; u < lanes; ++u)
       for (int64_t b = 0; b < blocks; ++b) acc[0][b] += acc[u][b];
     for (int64_t b = 0; b < blocks; ++b) store8(out + j * HS + 8 * b, acc[0][b]);

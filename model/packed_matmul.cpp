@@ -1,6 +1,7 @@
 // The packed weight layout and its matrix-product kernel (see packed_matmul.hpp).
 #include "model/packed_matmul.hpp"
 #include "model/parallel_grain.hpp"
+#include "model/vector8.hpp"
 #include "model/work_pool.hpp"
 
 #include <algorithm>
@@ -31,9 +32,6 @@ namespace {
 #endif
 
 #define CONVEYOR_INLINE inline __attribute__((always_inline))
-// A lambda inside a kernel clone is not cloned: inlined, it is compiled for the clone's target
-// (else it would take the baseline's, and rows would round differently by block size).
-#define CONVEYOR_INLINE_LAMBDA __attribute__((always_inline))
 
 using v16f = float __attribute__((vector_size(64)));
 using v16u16 = uint16_t __attribute__((vector_size(32)));

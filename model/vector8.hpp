@@ -22,6 +22,10 @@ namespace conveyor::model::vec8 {
 #define CONVEYOR_VECTOR_CLONES
 #endif
 
+// A lambda inside a kernel clone is not cloned: inlined, it is compiled for the clone's target
+// (else it would take the baseline's, and rows would round differently by block size).
+#define CONVEYOR_INLINE_LAMBDA __attribute__((always_inline))
+
 using v8f = float __attribute__((vector_size(32)));
 using v8i = int32_t __attribute__((vector_size(32)));
 using v8u16 = uint16_t __attribute__((vector_size(16)));
