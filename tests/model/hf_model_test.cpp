@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +15,7 @@
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
 #include "model/sampler.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 using namespace conveyor;
@@ -310,22 +309,11 @@ namespace {
 
 /// A copy of a fixture directory in a fresh temporary folder, whose config.json a test edits.
 struct scratch_dir {
+  test::temp_dir folder;
   std::string path;
-  explicit scratch_dir(const std::string& model) {
-    // The process id: ctest runs this file's tests in parallel processes.
-    path = (fs::temp_directory_path() / ("conveyor_hf_" + model + "_" +
-                                         std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter()++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-    for (const auto& e : fs::directory_iterator(fixture(model)))
-      fs::copy_file(e.path(), fs::path{path} / e.path().filename());
-  }
-  ~scratch_dir() { fs::remove_all(path); }
-  static int& counter() {
-    static int n = 0;
-    return n;
+  explicit scratch_dir(const std::string& model)
+      : folder{"conveyor_hf_" + model}, path{folder.path()} {
+    folder.copy_files_of(fixture(model));
   }
   json config() const {
     std::ifstream in(path + "/config.json");
@@ -431,11 +419,11 @@ TEST(hf_config, errors_name_the_file_and_the_key) {
   dir.write("generation_config.json", "{\"eos_token_id\": 2}");
   EXPECT_EQ(load_error(dir.path), "(loaded)");
   // Missing files.
-  fs::remove(dir.path + "/model.safetensors");
+  std::remove((dir.path + "/model.safetensors").c_str());
   EXPECT_NE(load_error(dir.path).find(dir.path + ": no model.safetensors and no "
                                                  "model.safetensors.index.json (missing file)"),
             std::string::npos);
-  fs::remove(config);
+  std::remove(config.c_str());
   EXPECT_NE(load_error(dir.path).find(config + ": missing file"), std::string::npos);
 }
 

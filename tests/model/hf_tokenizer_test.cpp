@@ -16,6 +16,7 @@
 #include "model/detokenizer.hpp"
 #include "model/tokenizer.hpp"
 #include "model/utf8.hpp"
+#include "tests/model/temp_dir.hpp"
 #include "tests/model/test_support.hpp"
 
 namespace conveyor::model {
@@ -228,10 +229,6 @@ namespace {
 class hf_errors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = std::filesystem::temp_directory_path() /
-          ("conveyor_hf_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-           "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir);
     base = json::parse(R"({
       "version": "1.0", "truncation": null, "padding": null,
       "added_tokens": [{"id": 0, "content": "<s>", "special": true, "normalized": false}],
@@ -242,8 +239,6 @@ class hf_errors : public ::testing::Test {
       "model": {"type": "BPE", "vocab": {"<s>": 0, "a": 1, "b": 2, "ab": 3},
                 "merges": ["a b"]}})");
   }
-  void TearDown() override { std::filesystem::remove_all(dir); }
-
   /// Writes `doc` (or `text`) as tokenizer.json and expects the load to fail with a message
   /// that starts with the path and holds `needle`.
   void expect_refused(const json& doc, const std::string& needle, const std::string& text = "") {
@@ -257,7 +252,8 @@ class hf_errors : public ::testing::Test {
     EXPECT_NE(message.find(needle), std::string::npos) << message;
   }
 
-  std::filesystem::path dir;
+  test::temp_dir folder{"conveyor_hf_errors"};
+  std::filesystem::path dir{folder.path()};
   json base;
 };
 

@@ -1,6 +1,8 @@
 // The safetensors reader: dtypes converted exactly, sharded directories, and every check of the
 // header (length, JSON, dtype, shape, offsets in bounds and not overlapping) naming the file and
 // the tensor.
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
 #include "model/safetensors.hpp"
+#include "temp_dir.hpp"
 #include "test_support.hpp"
 
 using namespace conveyor;
@@ -20,18 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    static int n = 0;
-    path = (fs::temp_directory_path() /
-            ("conveyor_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(n++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 /// A safetensors file: the 8-byte length, `header` as given, then `data`.
 void write_raw(const std::string& path, const std::string& header, const std::string& data) {
@@ -53,8 +44,8 @@ std::string open_error(const std::string& path) {
 }  // namespace
 
 TEST(safetensors, reads_f32_f16_and_bf16_exactly) {
-  temp_dir dir;
-  const std::string path = dir.path + "/t.safetensors";
+  test::temp_dir dir{"conveyor_safetensors"};
+  const std::string path = dir.path() + "/t.safetensors";
   // 1.5, -2, 0.099975586 (f16 0x2E66), a subnormal f16 (0x0001 = 2^-24); bf16 of 1.5 and -3.
   const std::vector<float> f32{1.5f, -2.0f};
   const std::string f16("\x00\x3e\x00\xc0\x66\x2e\x01\x00", 8);
@@ -83,8 +74,8 @@ TEST(safetensors, reads_f32_f16_and_bf16_exactly) {
 }
 
 TEST(safetensors, header_errors_name_the_file_and_the_tensor) {
-  temp_dir dir;
-  const std::string path = dir.path + "/bad.safetensors";
+  test::temp_dir dir{"conveyor_safetensors"};
+  const std::string path = dir.path() + "/bad.safetensors";
   const std::string data = bytes_of({1, 2, 3, 4});
   auto expect = [&](const std::string& header, const std::string& body, const std::string& want) {
     write_raw(path, header, body);
@@ -121,13 +112,13 @@ TEST(safetensors, header_errors_name_the_file_and_the_tensor) {
   }
   std::ofstream(path, std::ios::binary | std::ios::trunc) << "abc";
   EXPECT_NE(open_error(path).find("too short"), std::string::npos);
-  EXPECT_NE(open_error(dir.path + "/absent.safetensors").find("cannot open"), std::string::npos);
+  EXPECT_NE(open_error(dir.path() + "/absent.safetensors").find("cannot open"), std::string::npos);
 }
 
 TEST(safetensors, an_empty_tensor_reads_as_nothing) {
   // Found by fuzz/safetensors_fuzz.cpp: reading [0] elements copied from a null pointer.
-  temp_dir dir;
-  const std::string path = dir.path + "/empty.safetensors";
+  test::temp_dir dir{"conveyor_safetensors"};
+  const std::string path = dir.path() + "/empty.safetensors";
   write_raw(path,
             json{{"e", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {0, 0}}}},
                  {"b", {{"dtype", "BF16"}, {"shape", {2, 0}}, {"data_offsets", {0, 0}}}}}
@@ -141,8 +132,8 @@ TEST(safetensors, an_empty_tensor_reads_as_nothing) {
 }
 
 TEST(safetensors, an_unsupported_dtype_is_refused_when_read) {
-  temp_dir dir;
-  const std::string path = dir.path + "/ints.safetensors";
+  test::temp_dir dir{"conveyor_safetensors"};
+  const std::string path = dir.path() + "/ints.safetensors";
   write_raw(path,
             json{{"model.embed_tokens.weight",
                   {{"dtype", "I32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}}
@@ -158,13 +149,12 @@ TEST(safetensors, an_unsupported_dtype_is_refused_when_read) {
 }
 
 TEST(safetensors, a_truncated_model_file_names_the_tensor) {
-  temp_dir dir;
+  test::temp_dir dir{"conveyor_safetensors"};
   const std::string model = test::source_path("tests/fixtures/hf_models/llama_gqa");
-  for (const auto& e : fs::directory_iterator(model))
-    fs::copy_file(e.path(), fs::path{dir.path} / e.path().filename());
-  const std::string file = dir.path + "/model.safetensors";
-  fs::resize_file(file, fs::file_size(file) - 100);
-  auto info = read_hf_config(dir.path);
+  dir.copy_files_of(model);
+  const std::string file = dir.path() + "/model.safetensors";
+  ASSERT_EQ(::truncate(file.c_str(), off_t(fs::file_size(file) - 100)), 0);
+  auto info = read_hf_config(dir.path());
   ASSERT_TRUE(info);
   auto w = load_hf_weights(*info);
   ASSERT_FALSE(w);
@@ -176,10 +166,10 @@ TEST(safetensors, a_truncated_model_file_names_the_tensor) {
 TEST(safetensors, a_sharded_directory_reads_like_one_file) {
   // Splits llama_gqa's model.safetensors into two shards with an index, as save_pretrained does
   // for large models.
-  temp_dir dir;
+  test::temp_dir dir{"conveyor_safetensors"};
   const std::string model = test::source_path("tests/fixtures/hf_models/llama_gqa");
   for (const char* name : {"config.json", "generation_config.json"})
-    fs::copy_file(model + "/" + name, dir.path + "/" + name);
+    dir.copy_in(model + "/" + name, name);
   auto whole = safetensors_file::open(model + "/model.safetensors");
   ASSERT_TRUE(whole);
   json shard[2] = {json::object(), json::object()};
@@ -196,10 +186,10 @@ TEST(safetensors, a_sharded_directory_reads_like_one_file) {
     index["weight_map"][name] = "model-0000" + std::to_string(s + 1) + "-of-00002.safetensors";
   }
   for (int s = 0; s < 2; ++s)
-    write_raw(dir.path + "/model-0000" + std::to_string(s + 1) + "-of-00002.safetensors",
+    write_raw(dir.path() + "/model-0000" + std::to_string(s + 1) + "-of-00002.safetensors",
               shard[s].dump(), data[s]);
-  std::ofstream(dir.path + "/model.safetensors.index.json") << index.dump();
-  auto info = read_hf_config(dir.path);
+  std::ofstream(dir.path() + "/model.safetensors.index.json") << index.dump();
+  auto info = read_hf_config(dir.path());
   ASSERT_TRUE(info);
   auto sharded = load_hf_weights(*info);
   ASSERT_TRUE(sharded) << message_of(sharded.error());
@@ -213,11 +203,11 @@ TEST(safetensors, a_sharded_directory_reads_like_one_file) {
       index["weight_map"]["model.norm.weight"] == "model-00001-of-00002.safetensors"
           ? "model-00002-of-00002.safetensors"
           : "model-00001-of-00002.safetensors";
-  std::ofstream(dir.path + "/model.safetensors.index.json", std::ios::trunc) << index.dump();
-  auto set = safetensors_set::open(dir.path);
+  std::ofstream(dir.path() + "/model.safetensors.index.json", std::ios::trunc) << index.dump();
+  auto set = safetensors_set::open(dir.path());
   ASSERT_FALSE(set);
   EXPECT_NE(message_of(set.error())
-                .find(dir.path + "/model.safetensors.index.json: weight_map puts tensor "
+                .find(dir.path() + "/model.safetensors.index.json: weight_map puts tensor "
                                  "'model.norm.weight' in"),
             std::string::npos)
       << message_of(set.error());

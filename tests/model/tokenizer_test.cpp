@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "model/llama2c_tokenizer.hpp"
+#include "tests/model/temp_dir.hpp"
 #include "tests/model/test_support.hpp"
 
 namespace conveyor::model {
@@ -315,16 +314,6 @@ namespace {
 
 class loader_errors : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // One folder per process and test: ctest runs the tests of this fixture in parallel.
-    dir = std::filesystem::path{::testing::TempDir()} /
-          ("conveyor_tokenizer_test_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir);
-  }
-
-  void TearDown() override { std::filesystem::remove_all(dir); }
-
   /// Writes `bytes` to `name` in the test folder and returns the path.
   std::string write(const std::string& name, const std::string& bytes) {
     const auto path = (dir / name).string();
@@ -348,7 +337,8 @@ class loader_errors : public ::testing::Test {
     EXPECT_EQ(message_of(result.error()), path + problem);
   }
 
-  std::filesystem::path dir;
+  test::temp_dir folder{"conveyor_tokenizer_test"};
+  std::filesystem::path dir{folder.path()};
 };
 
 std::string le32(int32_t x) {

@@ -1,15 +1,14 @@
 // The executor's scheduler on the real stories260K model: exact tokens alone and in batches,
 // static batches, cancellation, deadlines and stop strings.
-#include <unistd.h>
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "../model/temp_dir.hpp"
 #include "../model/test_support.hpp"
 #include "model/causal_lm.hpp"
 #include "model/tokenizer.hpp"
@@ -343,29 +342,25 @@ TEST_F(executor_core_test, end_token_finishes_with_stop) {
 TEST_F(executor_core_test, a_model_directory_ends_on_its_own_end_ids) {
   // stories260K in the Hugging Face layout, whose generation_config.json names as its only end id
   // the fourth distinct token of the expected story: the run stops there, not on BOS.
-  namespace fs = std::filesystem;
-  const auto dir = fs::temp_directory_path() / ("conveyor_end_ids_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const auto& e : fs::directory_iterator(test::source_path("tests/fixtures/hf_models/stories260K")))
-    fs::copy_file(e.path(), dir / e.path().filename());
+  test::temp_dir folder{"conveyor_end_ids"};
+  folder.copy_files_of(test::source_path("tests/fixtures/hf_models/stories260K"));
+  const std::string dir = folder.path();
   const auto story = expected.generated();
   std::vector<int32_t> seen;
   for (auto t : story)
     if (std::find(seen.begin(), seen.end(), t) == seen.end()) seen.push_back(t);
   ASSERT_GE(seen.size(), 4u);
   const int32_t end = seen[3];
-  std::ofstream(dir / "generation_config.json", std::ios::trunc)
+  std::ofstream(folder.file("generation_config.json"), std::ios::trunc)
       << "{\"eos_token_id\": [" << end << "]}";
   model::runtime_options opt;
   opt.slots = 1;
-  auto m = model::load_model(dir.string(), opt);
+  auto m = model::load_model(dir, opt);
   ASSERT_TRUE(m) << message_of(m.error());
   executor_core core{"test", std::move(*m), tokenizer};
   step_output admitted;
   core.admit({request(1, story_prompt, 60)}, false, admitted);
   auto out = run(core);
-  fs::remove_all(dir);
   const auto stop_at = std::find(story.begin(), story.end(), end) - story.begin();
   EXPECT_EQ(out[1].result.reason, finish_reason::stop);
   EXPECT_EQ(out[1].tokens, std::vector<int32_t>(story.begin(), story.begin() + stop_at));
