@@ -157,6 +157,9 @@ struct server {
   /// Bytes of a stream that may wait unsent for a slow client; beyond this its requests are
   /// cancelled and its connection is closed.
   int64_t max_stream_buffer_bytes = 1048576;
+  /// Stream events gathered per socket write: 1 writes each step's events as they come; N
+  /// holds a stream's events until N are waiting (its first event and its end go at once).
+  int64_t stream_interval = 1;
   /// The most prompts in one completion request's prompt array.
   int64_t max_prompts = 64;
   /// The most choices (`n`) one completion request may ask for per prompt.

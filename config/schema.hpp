@@ -254,6 +254,7 @@ void fields(V& v, S& x) {
   v("drain_timeout_s", x.drain_timeout_s, between(0, max_duration_s));
   v("io_threads", x.io_threads, between(1, max_threads));
   v("max_stream_buffer_bytes", x.max_stream_buffer_bytes, at_least(1));
+  v("stream_interval", x.stream_interval, between(1, 1024));
   v("max_prompts", x.max_prompts, between(1, max_int32));
   v("max_n", x.max_n, between(1, 1024));
 }

@@ -72,7 +72,9 @@ class http_connection final : public connection,
         head_timer_(executor_),
         write_timer_(executor_),
         linger_timer_(executor_),
-        writer_(socket_) {}
+        writer_(socket_) {
+    writer_.hold_stream_until_released(st_.options.stream_interval > 1);
+  }
 
   ~http_connection() override {
     // Only during the io_context's destruction can a task still be here; its destructor
@@ -449,6 +451,13 @@ class http_connection final : public connection,
   void deliver(task_output out) {
     if (!queue_events(out.event_count)) return;
     if (!out.finished) {
+      // With a stream interval, a stream's events wait until enough are queued (its first
+      // event goes at once: the client's time to first token does not wait).
+      held_events_ += out.event_count;
+      if (stream_first_written_ && held_events_ < st_.options.stream_interval) return;
+      stream_first_written_ = stream_first_written_ || held_events_ > 0;
+      held_events_ = 0;
+      writer_.release_stream();
       flush();
       return;
     }
@@ -548,6 +557,7 @@ class http_connection final : public connection,
   }
 
   void end_stream() {
+    held_events_ = 0;
     writer_.queue_stream_end();
     stream_done_ = true;
     if (!writer_.writing()) finish_response_if_flushed();
@@ -565,10 +575,25 @@ class http_connection final : public connection,
     if (state_ == conn_state::closed || state_ == conn_state::lingering) return;
     if (!writer_.flush([self = shared_from_this()](error_code ec) { self->on_write(ec); }))
       return;
-    auto generation = ++write_generation_;
-    write_timer_.expires_after(st_.options.idle_timeout);
-    write_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
-      if (ec || generation != self->write_generation_ || !self->writer_.writing()) return;
+    write_started_ = steady::now();
+    if (!write_watch_armed_) watch_write(st_.options.idle_timeout);
+  }
+
+  // Closes the connection once one write has run for idle_timeout. One timer serves every
+  // write: when it expires during a newer write it waits out that write's remaining time, and
+  // it is not armed again while nothing is written (a write per step per stream would
+  // otherwise set and cancel a timer each time).
+  void watch_write(steady::duration wait) {
+    write_watch_armed_ = true;
+    write_timer_.expires_after(wait);
+    write_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      self->write_watch_armed_ = false;
+      if (ec || self->state_ == conn_state::closed || !self->writer_.writing()) return;
+      const auto running = steady::now() - self->write_started_;
+      if (running < self->st_.options.idle_timeout) {
+        self->watch_write(self->st_.options.idle_timeout - running);
+        return;
+      }
       spdlog::warn("{} {}: the client stopped reading, closing it", self->method_, self->target_);
       self->st_.counters.count_slow_client();
       self->hard_close();
@@ -576,8 +601,6 @@ class http_connection final : public connection,
   }
 
   void on_write(error_code ec) {
-    ++write_generation_;
-    write_timer_.cancel();
     if (state_ == conn_state::closed) return;
     if (ec) {
       client_gone("writing failed: " + ec.message());
@@ -596,6 +619,7 @@ class http_connection final : public connection,
     stream_done_ = false;
     log_access();
     stream_started_ = false;
+    stream_first_written_ = false;
     if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
@@ -710,7 +734,6 @@ class http_connection final : public connection,
     metrics_serial_ = 0;
     ++idle_generation_;
     ++head_generation_;
-    ++write_generation_;
     idle_timer_.cancel();
     head_timer_.cancel();
     write_timer_.cancel();
@@ -749,7 +772,13 @@ class http_connection final : public connection,
   bool stream_started_ = false;
   // The whole response is queued; once it is written the connection moves on.
   bool stream_done_ = false;
-  uint64_t write_generation_ = 0;
+  // The running write's start, and whether write_timer_ waits for it.
+  steady::time_point write_started_;
+  bool write_watch_armed_ = false;
+  // A stream's first event was released to the writer; later ones wait for the stream interval.
+  bool stream_first_written_ = false;
+  // Stream events queued since the last release (held back by the stream interval).
+  std::size_t held_events_ = 0;
   uint64_t idle_generation_ = 0;
   uint64_t head_generation_ = 0;
   // No request was read yet: its head is due from the connection's start.

@@ -98,6 +98,7 @@ void response_writer::queue_stream_head(const framing& how) {
 
 bool response_writer::flush(written_handler on_written) {
   if (writing_ || idle()) return false;
+  if (queue_.empty() && hold_ && !released_ && !end_queued_) return false;
   writing_ = true;
   ++writes_started_;
   auto done = [this, on_written = std::move(on_written)](error_code ec, std::size_t) {
@@ -128,6 +129,7 @@ void response_writer::write_stream(std::function<void(boost::system::error_code,
   writing_bytes_.swap(stream_);
   const bool end = end_queued_;
   end_queued_ = false;
+  released_ = false;
   if (!chunked_) {
     // Close-delimited (HTTP/1.0): the bytes as they are; the end is the close.
     if (!writing_bytes_.empty()) buffers_.push_back(net::buffer(writing_bytes_));
@@ -148,6 +150,7 @@ void response_writer::clear() {
   queue_.clear();
   stream_.clear();
   end_queued_ = false;
+  released_ = false;
 }
 
 }  // namespace conveyor::server::detail

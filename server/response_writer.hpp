@@ -80,8 +80,17 @@ class response_writer {
   /// Appends one piece of the stream body (whole server-sent events).
   void queue_stream_data(std::string_view bytes) { stream_.append(bytes.data(), bytes.size()); }
 
-  /// Queues the stream's end (the last chunk; nothing when close-delimited).
+  /// Queues the stream's end (the last chunk; nothing when close-delimited). The end is due
+  /// at once, with all stream data before it.
   void queue_stream_end() { end_queued_ = true; }
+
+  /// With `hold` (a stream interval), stream data waits in the buffer until `release_stream`
+  /// or the stream's end; without it (the default) it goes out with the next flush.
+  void hold_stream_until_released(bool hold) { hold_ = hold; }
+
+  /// Lets the stream data queued so far (and whatever joins it before the write starts) go
+  /// out with the next write.
+  void release_stream() { released_ = true; }
 
   /// Bytes of stream data queued and not yet handed to the socket.
   std::size_t queued_stream_bytes() const { return stream_.size(); }
@@ -92,8 +101,8 @@ class response_writer {
   /// True when nothing is queued and no write runs.
   bool idle() const { return !writing_ && queue_.empty() && stream_.empty() && !end_queued_; }
 
-  /// Starts the next write unless one runs or nothing is queued; `on_written` is called when
-  /// it ends. Returns whether a write started.
+  /// Starts the next write unless one runs or nothing is due (queued messages, or stream data
+  /// not held); `on_written` is called when it ends. Returns whether a write started.
   bool flush(written_handler on_written);
 
   /// Socket writes started so far (each one async_write of one gathered buffer sequence).
@@ -127,6 +136,9 @@ class response_writer {
   char chunk_head_[20] = {};
   std::vector<boost::asio::const_buffer> buffers_;
   bool end_queued_ = false;
+  // Stream data waits for release_stream (a stream interval); released_: it was released.
+  bool hold_ = false;
+  bool released_ = false;
   // The stream being queued is chunked (HTTP/1.1).
   bool chunked_ = true;
   bool writing_ = false;

@@ -79,6 +79,7 @@ int run_serve(const config_flags& flags) {
   so.max_connections_per_address = size_t(cfg->server.max_connections_per_address);
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
   so.max_stream_buffer_bytes = size_t(cfg->server.max_stream_buffer_bytes);
+  so.stream_interval = size_t(cfg->server.stream_interval);
   so.max_prompts = size_t(cfg->server.max_prompts);
   so.max_n = size_t(cfg->server.max_n);
   so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));

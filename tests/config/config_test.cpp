@@ -87,6 +87,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.server.drain_timeout_s, 10);
   EXPECT_EQ(x.server.io_threads, 1);
   EXPECT_EQ(x.server.max_stream_buffer_bytes, 1048576);
+  EXPECT_EQ(x.server.stream_interval, 1);
   EXPECT_EQ(x.server.max_prompts, 64);
   EXPECT_EQ(x.server.max_n, 16);
   EXPECT_EQ(x.log.level, "info");
@@ -121,7 +122,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 47u);
+  EXPECT_EQ(all.size(), 48u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -579,6 +580,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: server.io_threads: must be at most 1024, got 2147483648"},
         bad_value{"[server]\nmax_stream_buffer_bytes = 0\n",
                   "conveyor.toml:2: server.max_stream_buffer_bytes: must be at least 1, got 0"},
+        bad_value{"[server]\nstream_interval = 0\n",
+                  "conveyor.toml:2: server.stream_interval: must be at least 1, got 0"},
         bad_value{"[server]\nmax_n = 0\n",
                   "conveyor.toml:2: server.max_n: must be at least 1, got 0"},
         bad_value{"[server]\nmax_n = 1025\n",
@@ -839,6 +842,7 @@ max_connections_per_address = 256
 drain_timeout_s = 10
 io_threads = 1
 max_stream_buffer_bytes = 1048576
+stream_interval = 1
 max_prompts = 64
 max_n = 16
 

@@ -125,11 +125,13 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     usage.completion_tokens += 1;
     if (!steps) {
       j->events.on_text(i == 0 ? w : " " + w);
+      tokens_sent_ += 1;
       continue;
     }
     step.text += i == 0 ? w : " " + w;
     if (++in_step >= s.tokens_per_step) {
       j->events.on_step(std::move(step));
+      tokens_sent_ += in_step;
       step = completion_step{};
       in_step = 0;
     }

@@ -80,6 +80,8 @@ class fake_backend final : public completion_backend {
   int cancelled() const { return cancelled_; }
   /// Requests that ended on their own with on_finish.
   int finished() const { return finished_; }
+  /// Tokens handed to the server (their on_text or on_step call returned).
+  int tokens_sent() const { return tokens_sent_; }
   /// Copies of every submitted request.
   std::vector<completion_request> requests() const;
 
@@ -108,6 +110,7 @@ class fake_backend final : public completion_backend {
   std::atomic<int> submitted_{0};
   std::atomic<int> cancelled_{0};
   std::atomic<int> finished_{0};
+  std::atomic<int> tokens_sent_{0};
 };
 
 }  // namespace conveyor::server::test

@@ -747,6 +747,72 @@ TEST_F(http_server_test, curl_plain_and_streamed) {
 
 // -- whole steps (issue 15): a step's events posted and written together ---------------------------
 
+// A raw chunked response (headers included): its body, and the "data: " events of each chunk.
+struct chunked_body {
+  std::string body;
+  std::vector<int> events_per_chunk;
+};
+
+chunked_body dechunk(const std::string& raw) {
+  chunked_body out;
+  auto& counts = out.events_per_chunk;
+  auto at = raw.find("\r\n\r\n");
+  if (at == std::string::npos) return out;
+  at += 4;
+  while (at < raw.size()) {
+    const auto line_end = raw.find("\r\n", at);
+    if (line_end == std::string::npos) break;
+    const auto size = std::stoul(raw.substr(at, line_end - at), nullptr, 16);
+    if (size == 0) break;
+    const auto chunk = raw.substr(line_end + 2, size);
+    int n = 0;
+    for (auto p = chunk.find("data: "); p != std::string::npos; p = chunk.find("data: ", p + 1))
+      ++n;
+    counts.push_back(n);
+    out.body += chunk;
+    at = line_end + 2 + size + 2;
+  }
+  return out;
+}
+
+TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
+  // Seven tokens, each handed to the connection before the next is allowed: with interval 1
+  // every event is its own write (one HTTP chunk); with 3 the first goes alone, then three
+  // per write, and the end takes the finish event and [DONE].
+  for (const std::size_t interval : {1u, 3u}) {
+    SCOPED_TRACE(interval);
+    server_options o;
+    o.stream_interval = interval;
+    start(o);
+    fake_backend::settings s;
+    s.paced = true;
+    backend.configure(s);
+    const int before = backend.tokens_sent();
+    test_client c{port};
+    ASSERT_TRUE(c.send_request("POST", "/v1/completions",
+                               completion("w0 w1 w2 w3 w4 w5 w6", 7, true)));
+    backend.allow_tokens(1);
+    ASSERT_TRUE(c.read_until("\"w0\""));
+    for (int i = 1; i < 7; ++i) {
+      backend.allow_tokens(1);
+      ASSERT_TRUE(fake_backend::eventually([&] { return backend.tokens_sent() == before + i + 1; }));
+      // One I/O thread: once another connection is answered, the token's event (posted
+      // before it) has run on this connection's strand.
+      ASSERT_TRUE(test_client{port}.request("GET", "/health"));
+    }
+    ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n"));
+    const auto expected =
+        interval == 1 ? std::vector<int>{1, 1, 1, 1, 1, 1, 1, 2} : std::vector<int>{1, 3, 3, 2};
+    const auto got = dechunk(c.raw());
+    EXPECT_EQ(got.events_per_chunk, expected) << c.raw();
+    const auto r = collect(got.body);
+    EXPECT_EQ(r.text.at(0), "w0 w1 w2 w3 w4 w5 w6");
+    EXPECT_EQ(r.finish.at(0), "length");
+    EXPECT_TRUE(r.done);
+    server.reset();
+  }
+}
+
 TEST_F(http_server_test, whole_steps_stream_completely_and_in_order) {
   start();
   fake_backend::settings s;

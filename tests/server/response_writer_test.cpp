@@ -143,6 +143,44 @@ TEST(server_response_writer, each_write_gathers_what_came_while_the_previous_ran
   EXPECT_EQ(bytes.substr(body_at + 4), expected);
 }
 
+TEST(server_response_writer, held_stream_data_waits_for_its_release_or_the_end) {
+  socket_pair p;
+  response_writer writer{p.server};
+  writer.hold_stream_until_released(true);
+  framing how;
+  how.http10 = true;  // close-delimited: the body is the events' bytes as they are
+  how.keep_alive = false;
+  writer.queue_stream_head(how);
+  writer.stream_buffer() += event(0);
+  driver d{writer, {}};
+  d.flush();
+  p.io.run();  // the head goes (a message is always due); the held event stays
+  p.io.restart();
+  EXPECT_EQ(writer.writes_started(), 1u);
+  EXPECT_EQ(writer.queued_stream_bytes(), event(0).size());
+  EXPECT_FALSE(writer.flush([](error_code) {}));
+  // Released: one write with both events queued by then.
+  writer.stream_buffer() += event(1);
+  writer.release_stream();
+  d.flush();
+  // Queued while that write runs, after the release: it waits for the next release.
+  writer.stream_buffer() += event(2);
+  p.io.run();
+  p.io.restart();
+  EXPECT_EQ(writer.writes_started(), 2u);
+  EXPECT_EQ(writer.queued_stream_bytes(), event(2).size());
+  // The end takes the held event along without a release.
+  writer.queue_stream_end();
+  d.flush();
+  p.io.run();
+  EXPECT_EQ(writer.writes_started(), 3u);
+  EXPECT_TRUE(writer.idle());
+  auto bytes = p.read_all();
+  auto body_at = bytes.find("\r\n\r\n");
+  ASSERT_NE(body_at, std::string::npos);
+  EXPECT_EQ(bytes.substr(body_at + 4), event(0) + event(1) + event(2));
+}
+
 TEST(server_response_writer, a_whole_response_waits_for_the_write_before_it) {
   socket_pair p;
   response_writer writer{p.server};
