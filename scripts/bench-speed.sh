@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 port=${CONVEYOR_BENCH_PORT:-18123}
 client="$after/apps/conveyor"
 pid=
-sections=${SECTIONS:-1 2 3 4 5 6}
+sections=${SECTIONS:-1 2 3 4 5 6 7}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
 serve() {  # BUILD_DIR serve-args...
@@ -76,17 +76,22 @@ want 2 && for r in $(seq 1 "$repeats"); do
   done
 done
 
-# 3. s15m at 5 requests/s through HTTP: before and after (16 slots).
-want 3 && for build in before after; do
+# 3. s15m at 5 requests/s through HTTP: before and after (16 slots), and after with
+# server.stream_interval = 8 (a stream's events written eight at a time).
+want 3 && for build in before after after8; do
   dir=$before
-  [ $build = after ] && dir=$after
-  serve "$dir" "${s15m[@]}"
+  interval=1
+  [ $build != before ] && dir=$after
+  [ $build = after8 ] && interval=8
+  # shellcheck disable=SC2046
+  serve "$dir" "${s15m[@]}" $([ $interval = 1 ] || echo --set server.stream_interval=$interval)
   over_http "s15m-r5-$build" $light s15m
   stop
 done
 
 # 4. The stories260K burst: in process and through HTTP (after), with the client's cost; the
-# client with its default threads (one per core) and with one.
+# server writing every step's events as they come (the default) and with server.stream_interval
+# 4 and 8 (a stream's events gathered into fewer writes).
 want 4 && for r in $(seq 1 "$repeats"); do
   /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/stories-burst-inprocess-run$r.client" \
     "$client" bench --workload $burst --policies continuous -q \
@@ -94,9 +99,11 @@ want 4 && for r in $(seq 1 "$repeats"); do
   serve "$after"
   over_http "stories-burst-http-run$r" $burst stories260K
   stop
-  serve "$after"
-  over_http "stories-burst-http1-run$r" $burst stories260K --client-threads 1
-  stop
+  for interval in 4 8; do
+    serve "$after" --set server.stream_interval=$interval
+    over_http "stories-burst-http-interval$interval-run$r" $burst stories260K
+    stop
+  done
 done
 # 5. The server's own ceiling (trivial model, 64 streams), before and after, same client.
 want 5 && for r in $(seq 1 "$repeats"); do
@@ -110,4 +117,18 @@ done
 if want 6 && [ -x "$after/benchmarks/conveyor_dnnl_bench" ]; then
   "$after/benchmarks/conveyor_dnnl_bench" --benchmark_min_time=0.5 >"$out/dnnl.txt" 2>&1
 fi
+# 7. The light load against the batch-1 step, in rounds (the step moves with the machine from
+# minute to minute): the s15m step at batch 1, then the 5 requests/s replay against a fresh
+# server (after) with each stream interval, its decode passes read from /metrics.
+want 7 && for r in $(seq 1 "$repeats"); do
+  "$after/benchmarks/conveyor_model_bench" \
+    --benchmark_filter='bm_decode/model:1/batch:1/bf16:0/kv_bf16:0' --benchmark_min_time=0.5 \
+    >"$out/r5-step-run$r.txt" 2>&1
+  for interval in 1 8; do
+    serve "$after" "${s15m[@]}" --set server.stream_interval=$interval
+    over_http "r5-interval$interval-run$r" $light s15m
+    curl -s "http://127.0.0.1:$port/metrics" >"$out/r5-interval$interval-run$r.metrics"
+    stop
+  done
+done
 echo "raw results in $out"

@@ -12,7 +12,8 @@
 # Settings (environment): BUILD (build; another build directory measures other code, e.g. the
 # code before issue 15), SERVER (the binary that serves; default: the build's conveyor, which is
 # always the client), CLIENTS (64), TOKENS (4000), PORT (a free one), THREADS (the server's
-# io_threads, 1), JSON (a file for the bench's JSON results; default: a temporary one).
+# io_threads, 1), INTERVAL (the server's stream_interval; unset: the server's default),
+# JSON (a file for the bench's JSON results; default: a temporary one).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD:-$root/build}"
@@ -20,6 +21,8 @@ clients="${CLIENTS:-64}"
 tokens="${TOKENS:-4000}"
 port="${PORT:-}"
 io_threads="${THREADS:-1}"
+interval_args=()
+[[ -n "${INTERVAL:-}" ]] && interval_args=(--set "server.stream_interval=$INTERVAL")
 conveyor="$build/apps/conveyor"
 # The server may be another binary (e.g. the code before issue 15), measured by the same client.
 server_bin="${SERVER:-$conveyor}"
@@ -37,7 +40,8 @@ context=$((tokens + 64))
 
 "$server_bin" serve --model trivial --port "$port" --log-level warn --set executors=cpu \
   --set "executors[0].slots=$clients" --set "executors[0].context=$context" \
-  --set "server.io_threads=$io_threads" --set "generation.max_tokens=$tokens" >"$log" 2>&1 &
+  --set "server.io_threads=$io_threads" --set "generation.max_tokens=$tokens" \
+  "${interval_args[@]}" >"$log" 2>&1 &
 server=$!
 stop_server() {
   kill -TERM "$server" 2>/dev/null || true
