@@ -81,7 +81,7 @@ sys.exit(rc)
 EOF
 
 server_after=$(cpu_ticks "$server")
-read -r client_cpu client_wall <"$json.client"
+read -r client_cpu _ <"$json.client"
 "$python" - "$json" "$client_cpu" "$(( server_after - server_before ))" "$ticks_per_s" <<'EOF'
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
