@@ -46,8 +46,9 @@ class work_pool {
   /// Stops the workers and starts `threads - 1` new ones; waits for a running call to end.
   void resize(int32_t threads);
 
-  /// Calls f(begin, end) over [0, n) in pieces of at least `grain` items; returns when every
-  /// piece has run. The first exception a piece throws is rethrown here, after all pieces ended.
+  /// Calls f(begin, end) over [0, n): on the caller alone when n <= grain, else in pieces of
+  /// `piece_size(n, grain, threads())` items; returns when every piece has run. The first
+  /// exception a piece throws is rethrown here, after all pieces ended.
   /// Workers that are polling take pieces of any split loop; sleeping ones are woken only when
   /// n >= 2 * grain, so that there is a full grain for them beyond the caller's first piece.
   template <class F>
@@ -56,6 +57,11 @@ class work_pool {
     run_erased(n, grain, const_cast<void*>(static_cast<const void*>(&f)),
                [](void* ctx, int64_t begin, int64_t end) { (*static_cast<fn*>(ctx))(begin, end); });
   }
+
+  /// The items per piece of a split loop of `n` items on `threads` threads: one piece per
+  /// started grain, rounded up to a multiple of `threads` and at most pieces_per_thread each,
+  /// cut into equal sizes (the last may be shorter by less than one item per piece).
+  static int64_t piece_size(int64_t n, int64_t grain, int64_t threads);
 
   /// Times a worker went to sleep for lack of work.
   uint64_t sleeps() const { return sleeps_.load(); }

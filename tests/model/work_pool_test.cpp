@@ -57,9 +57,11 @@ void expect_each_once(work_pool& pool, int64_t n, int64_t grain) {
     for (int64_t i = begin; i < end; ++i) ++hits[size_t(i)];
   });
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "n " << n << " index " << i;
-  EXPECT_LE(calls.load(), int64_t(pool.threads()) * work_pool::pieces_per_thread);
+  const int64_t threads = pool.threads();
+  EXPECT_LE(calls.load(), threads * work_pool::pieces_per_thread);
   if (n > grain) {
-    EXPECT_LE(calls.load(), (n + grain - 1) / grain);
+    // One piece per started grain, rounded up to a multiple of the threads.
+    EXPECT_LE(calls.load(), ((n + grain - 1) / grain + threads - 1) / threads * threads);
   }
 }
 
@@ -94,6 +96,30 @@ TEST(work_pool, every_item_runs_exactly_once) {
     work_pool pool(4, spin);
     for (int64_t n : {1, 2, 3, 7, 64, 1000, 100003})
       for (int64_t grain : {1, 3, 50, 1000}) expect_each_once(pool, n, grain);
+  }
+}
+
+TEST(work_pool, a_split_loop_is_cut_into_equal_pieces_the_threads_share_evenly) {
+  struct cut {
+    int64_t n, grain, threads, piece;
+  };
+  // s15m's products at batch 1, in 48-column panels: w13 (32 panels, a grain of 9) went
+  // 9, 9, 9, 5 and the classifier (11) 9 and 2; qkv (18) and w2 (6, grain 3) were even already.
+  for (const auto& c : {cut{32, 9, 2, 8}, cut{11, 9, 2, 6}, cut{18, 9, 2, 9}, cut{6, 3, 2, 3},
+                        // Three grains make four pieces on two threads, not three.
+                        cut{27, 9, 2, 7},
+                        // At most pieces_per_thread each.
+                        cut{1000, 1, 2, 125}, cut{1000, 1, 3, 84}, cut{10, 1, 4, 1},
+                        // One thread: one piece per grain, up to four.
+                        cut{20, 9, 1, 7}}) {
+    SCOPED_TRACE(::testing::Message() << c.n << " items, grain " << c.grain << ", "
+                                      << c.threads << " threads");
+    const int64_t piece = work_pool::piece_size(c.n, c.grain, c.threads);
+    EXPECT_EQ(piece, c.piece);
+    const int64_t pieces = (c.n + piece - 1) / piece;
+    EXPECT_LE(pieces, c.threads * work_pool::pieces_per_thread);
+    // Every piece but the last is full, and the last is short by less than one item per piece.
+    EXPECT_GT(c.n - (pieces - 1) * piece, piece - pieces);
   }
 }
 
