@@ -97,6 +97,18 @@ TEST_F(e2e_openai_python, whole_and_streamed) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+TEST_F(e2e_openai_python, a_stream_interval_changes_the_writes_not_the_stream) {
+  // Eight events to a write: the client still reads the same 61 events and the same text.
+  conveyor_process server{{"--set", "server.stream_interval=8"}};
+  ASSERT_TRUE(server.ok()) << server.error();
+  const auto result = run_openai_client(server, "completions");
+  EXPECT_EQ(result["whole"]["text"], expected_once_upon_a_time());
+  EXPECT_EQ(result["stream"]["text"], expected_once_upon_a_time());
+  EXPECT_EQ(result["stream"]["finish_reason"], "length");
+  EXPECT_EQ(result["stream"]["chunks"], 61);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST_F(e2e_openai_python, invalid_requests_raise_bad_request_and_not_found) {
   conveyor_process server{{}};
   ASSERT_TRUE(server.ok()) << server.error();
