@@ -783,6 +783,7 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     SCOPED_TRACE(interval);
     server_options o;
     o.stream_interval = interval;
+    o.io_threads = 1;  // the ordering below relies on one I/O thread
     start(o);
     fake_backend::settings s;
     s.paced = true;
