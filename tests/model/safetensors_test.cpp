@@ -23,7 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 /// A safetensors file: the 8-byte length, `header` as given, then `data`.
 void write_raw(const std::string& path, const std::string& header, const std::string& data) {
   std::string bytes(8, '\0');

@@ -744,8 +744,7 @@ TEST_F(http_server_test, curl_plain_and_streamed) {
   EXPECT_EQ(status, "400");
 }
 
-
-// -- whole steps (issue 15): a step's events posted and written together ---------------------------
+// -- the stream interval: a stream's events gathered into fewer writes ----------------------------
 
 // A raw chunked response (headers included): its body, and the "data: " events of each chunk.
 struct chunked_body {
@@ -796,7 +795,8 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     ASSERT_TRUE(c.read_until("\"w0\""));
     for (int i = 1; i < 7; ++i) {
       backend.allow_tokens(1);
-      ASSERT_TRUE(fake_backend::eventually([&] { return backend.tokens_sent() == before + i + 1; }));
+      ASSERT_TRUE(
+          fake_backend::eventually([&] { return backend.tokens_sent() == before + i + 1; }));
       // One I/O thread: once another connection is answered, the token's event (posted
       // before it) has run on this connection's strand.
       ASSERT_TRUE(test_client{port}.request("GET", "/health"));
@@ -813,6 +813,8 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     server.reset();
   }
 }
+
+// -- whole steps (issue 15): a step's events posted and written together ---------------------------
 
 TEST_F(http_server_test, whole_steps_stream_completely_and_in_order) {
   start();
