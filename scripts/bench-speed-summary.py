@@ -13,48 +13,77 @@ import re
 import statistics
 import sys
 
-d = sys.argv[1]
-def run(name):
-    j = json.load(open(f"{d}/{name}.json"))['runs'][0]
-    c = open(f"{d}/{name}.client").read()
-    m = re.search(r"server cpu_s ([\d.]+) ([\d.]+)", c)
-    scpu = float(m.group(2)) - float(m.group(1)) if m else None
-    return j['output_tokens_per_s'], j.get('process_cpu_s'), j['output_tokens'], scpu, j
-rows = {}
-n = len(glob.glob(f"{d}/stories-burst-inprocess-run*.json"))
-print("round inproc http i4 i8 | ratios | client cpu s (http,i4,i8) | server cpu s (http,i4,i8) | inproc cpu")
-tab = {k: [] for k in ['in', 'h', 'i4', 'i8', 'rh', 'r4', 'r8', 'ch', 'c4', 'c8', 'sh', 's4', 's8', 'cu_h', 'cu_4', 'cu_8', 'cin']}
-for r in range(1, n + 1):
-    ip = run(f"stories-burst-inprocess-run{r}")
-    h = run(f"stories-burst-http-run{r}")
-    i4 = run(f"stories-burst-http-interval4-run{r}")
-    i8 = run(f"stories-burst-http-interval8-run{r}")
-    vals = [ip[0], h[0], i4[0], i8[0]]
-    tab['in'].append(ip[0]); tab['h'].append(h[0]); tab['i4'].append(i4[0]); tab['i8'].append(i8[0])
-    tab['rh'].append(h[0]/ip[0]); tab['r4'].append(i4[0]/ip[0]); tab['r8'].append(i8[0]/ip[0])
-    tab['ch'].append(h[1]); tab['c4'].append(i4[1]); tab['c8'].append(i8[1])
-    tab['sh'].append(h[3]); tab['s4'].append(i4[3]); tab['s8'].append(i8[3])
-    tab['cu_h'].append(h[1]/h[2]*1e6); tab['cu_4'].append(i4[1]/i4[2]*1e6); tab['cu_8'].append(i8[1]/i8[2]*1e6)
-    tab['cin'].append(ip[1])
-    print(r, " ".join(f"{v:,.0f}" for v in vals), "|", " ".join(f"{v/ip[0]:.0%}" for v in vals[1:]), "|",
-          f"{h[1]:.2f} {i4[1]:.2f} {i8[1]:.2f}", "|", f"{h[3]:.2f} {i4[3]:.2f} {i8[3]:.2f}", "|", f"{ip[1]:.2f}")
-print("medians:", {k: round(statistics.median(v), 3) for k, v in tab.items()})
-# r5
-steps = sorted(glob.glob(f"{d}/r5-step-run*.txt"))
-if steps:
-    print("r5 rounds: step_us, TPOT ms (1, 8), pass ms (1, 8), ratio (1, 8)")
-    rr = {1: [], 8: []}
-    for r in range(1, len(steps) + 1):
-        st = float(re.search(r"bm_decode\S*\s+([\d.]+) us", open(f"{d}/r5-step-run{r}.txt").read()).group(1))
-        out = [st]
-        tp = {}; ps = {}
+HTTP = [("http", "stories-burst-http-run{}"),
+        ("interval 4", "stories-burst-http-interval4-run{}"),
+        ("interval 8", "stories-burst-http-interval8-run{}")]
+
+
+def replay(out, name):
+    """(output tokens/s, client CPU s, output tokens, server CPU s or None) of one replay."""
+    run = json.load(open(f"{out}/{name}.json"))["runs"][0]
+    server = None
+    try:
+        m = re.search(r"server cpu_s ([\d.]+) ([\d.]+)", open(f"{out}/{name}.client").read())
+        if m:
+            server = float(m.group(2)) - float(m.group(1))
+    except FileNotFoundError:
+        pass
+    return run["output_tokens_per_s"], run.get("process_cpu_s"), run["output_tokens"], server
+
+
+def metric(text, name):
+    return float(re.search(name + r'\{kind="decode"\} (\S+)', text).group(1))
+
+
+def bursts(out):
+    rounds = len(glob.glob(f"{out}/stories-burst-inprocess-run*.json"))
+    if not rounds:
+        return
+    print("round: in process, then per HTTP setting: tok/s (share of in process), "
+          "client CPU s (us per token), server CPU s")
+    cols = {}
+    for r in range(1, rounds + 1):
+        tok, cpu, _, _ = replay(out, f"stories-burst-inprocess-run{r}")
+        cols.setdefault("in process tok/s", []).append(tok)
+        cols.setdefault("in process CPU s", []).append(cpu)
+        cells = [f"{tok:,.0f} ({cpu:.2f} s)"]
+        for label, pattern in HTTP:
+            t, c, n, s = replay(out, pattern.format(r))
+            cols.setdefault(f"{label} tok/s", []).append(t)
+            cols.setdefault(f"{label} share", []).append(t / tok)
+            cols.setdefault(f"{label} client us/token", []).append(c / n * 1e6)
+            if s is not None:
+                cols.setdefault(f"{label} server CPU s", []).append(s)
+            server = f"{s:.2f}" if s is not None else "-"
+            cells.append(f"{t:,.0f} ({t / tok:.0%}), {c:.2f} ({c / n * 1e6:.1f}), {server}")
+        print(r, " | ".join(cells))
+    print("medians:")
+    for key, values in cols.items():
+        print(f"  {key}: {statistics.median(values):,.3f}")
+
+
+def light_load(out):
+    rounds = len(glob.glob(f"{out}/r5-step-run*.txt"))
+    if not rounds:
+        return
+    print("round: batch-1 step us | TPOT ms (interval 1, 8) | decode pass ms | TPOT / step")
+    ratios = {1: [], 8: []}
+    for r in range(1, rounds + 1):
+        text = open(f"{out}/r5-step-run{r}.txt").read()
+        step = float(re.search(r"bm_decode\S*\s+([\d.]+) us", text).group(1))
+        tpot, passes = {}, {}
         for i in (1, 8):
-            j = json.load(open(f"{d}/r5-interval{i}-run{r}.json"))['runs'][0]
-            tp[i] = j['tpot_s']['mean'] * 1e3
-            met = open(f"{d}/r5-interval{i}-run{r}.metrics").read()
-            s_ = float(re.search(r'conveyor_step_time_seconds_sum\{kind="decode"\} (\S+)', met).group(1))
-            c_ = float(re.search(r'conveyor_step_time_seconds_count\{kind="decode"\} (\S+)', met).group(1))
-            ps[i] = s_ / c_ * 1e3
-            rr[i].append(tp[i] / (st / 1e3))
-        print(r, f"{st:.0f}", f"{tp[1]:.3f} {tp[8]:.3f}", f"{ps[1]:.3f} {ps[8]:.3f}", f"{tp[1]/(st/1e3):.2f} {tp[8]/(st/1e3):.2f}")
-    print("median ratio", {k: round(statistics.median(v), 2) for k, v in rr.items()})
+            run = json.load(open(f"{out}/r5-interval{i}-run{r}.json"))["runs"][0]
+            tpot[i] = run["tpot_s"]["mean"] * 1e3
+            m = open(f"{out}/r5-interval{i}-run{r}.metrics").read()
+            passes[i] = (metric(m, "conveyor_step_time_seconds_sum")
+                         / metric(m, "conveyor_step_time_seconds_count") * 1e3)
+            ratios[i].append(tpot[i] / (step / 1e3))
+        print(r, f"{step:.0f} | {tpot[1]:.3f} {tpot[8]:.3f} | {passes[1]:.3f} {passes[8]:.3f} |",
+              f"{ratios[1][-1]:.2f} {ratios[8][-1]:.2f}")
+    print("median TPOT / step:", {i: round(statistics.median(v), 2) for i, v in ratios.items()})
+
+
+if __name__ == "__main__":
+    bursts(sys.argv[1])
+    light_load(sys.argv[1])
