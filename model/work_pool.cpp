@@ -121,8 +121,8 @@ int64_t work_pool::piece_size(int64_t n, int64_t grain, int64_t threads) {
   // a loop of 32 items and a grain of 9 went 9, 9, 9, 5, one thread doing 18 while the other
   // did 14; now 8 each.
   const int64_t most = threads * pieces_per_thread;
-  int64_t pieces = std::min(most, (n + grain - 1) / grain);
-  pieces = std::min(most, (pieces + threads - 1) / threads * threads);
+  const int64_t grains = (n + grain - 1) / grain;
+  const int64_t pieces = std::min(most, (grains + threads - 1) / threads * threads);
   return (n + pieces - 1) / pieces;
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -21,7 +20,6 @@
 using namespace conveyor;
 using namespace conveyor::model;
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 namespace {
 
