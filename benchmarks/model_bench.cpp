@@ -226,6 +226,29 @@ void bm_decode_after_gap(benchmark::State& state) {
   }
 }
 
+// A light load's rhythm: runs of `steps` decode steps of s15m at batch 1 back to back (one
+// request's tokens), each run after an idle gap of `gap_ms` (between requests); the time is the
+// runs' alone, per step. Against gap 0 it shows what idle gaps cost the steps that follow them.
+void bm_decode_in_runs(benchmark::State& state) {
+  const int32_t steps = int32_t(state.range(0));
+  const auto gap = std::chrono::milliseconds(state.range(1));
+  auto model = load(1, 1, false, false);
+  auto step = prefilled_step(*model, 1, prompt_length);
+  for (auto _ : state) {
+    std::this_thread::sleep_for(gap);
+    const auto start = std::chrono::steady_clock::now();
+    for (int32_t i = 0; i < steps; ++i) {
+      step[0].position = prompt_length + i;
+      benchmark::DoNotOptimize(model->decode(step).data);
+    }
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  state.counters["step_us"] = benchmark::Counter(
+      double(steps) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                 benchmark::Counter::kInvert);
+}
+
 // One matrix product of an s15m layer ([in x out]) for m rows: OpenBLAS through at::mm (which
 // packs the weights on every call), and the packed kernel in each weight format (bf16_dot: with
 // AVX-512 BF16's instruction where the processor has it).
@@ -293,6 +316,11 @@ BENCHMARK(bm_decode_after_gap)
     ->Arg(1000)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+BENCHMARK(bm_decode_in_runs)
+    ->ArgNames({"steps", "gap_ms"})
+    ->ArgsProduct({{85}, {0, 20, 150}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
 BENCHMARK(bm_attend)
     ->ArgNames({"hs", "span"})
     ->ArgsProduct({{8, 16, 48, 64, 128}, {96, 480}});
