@@ -173,8 +173,17 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
   for (size_t i = 0; i < cores.size(); ++i) {
     int32_t threads = int32_t(executors[i].threads);
-    if (threads == 0) threads = std::max(1, cores_available / int32_t(cores.size()));
-    spdlog::info("executor {}: {} compute threads", cores[i]->name(), threads);
+    std::string why;
+    if (threads == 0) {
+      threads = std::max(1, cores_available / int32_t(cores.size()));
+      const auto& m = cores[i]->model();
+      if (gpu::cuda_index(cores[i]->device()) < 0 &&
+          model::auto_compute_threads(m.shape(), m.slots(), threads) < threads) {
+        threads = 1;
+        why = " (the model's steps are too small to share)";
+      }
+    }
+    spdlog::info("executor {}: {} compute threads{}", cores[i]->name(), threads, why);
     group.executors.push_back(
         spawn_executor(system, std::move(cores[i]), threads, batcher_actor{}, metrics));
   }

@@ -62,7 +62,8 @@ struct tokenizer {
 struct executor {
   /// "cpu", "cuda" (the first GPU) or "cuda:N".
   std::string device = "cpu";
-  /// Intra-op threads; 0 uses every core (CPU only).
+  /// Compute threads (CPU only); 0 leaves them to the machine: every core, shared among the
+  /// executors, or one for a model too small to share a step (`model::auto_compute_threads`).
   int64_t threads = 0;
   /// KV-cache slots, i.e. the most sequences that run at once.
   int64_t slots = 16;

@@ -193,6 +193,13 @@ std::string default_tokenizer_for(const std::string& model_spec);
 /// this process.
 void set_compute_threads(int32_t threads);
 
+/// The compute threads of a CPU executor whose configuration leaves them to the machine (0):
+/// `cores`, or one when no weight product of a decode step of `shape` at `max_batch` sequences
+/// is large enough to wake a worker of the pool (`packed_matrix::wakes_pool`): for so small a
+/// model a second thread mostly polls for work, taking a core from the server's I/O and the
+/// client (docs/benchmarks.md, section 8).
+int32_t auto_compute_threads(const llama_shape& shape, int32_t max_batch, int32_t cores);
+
 /// A line saying which BLAS library is loaded and how many threads it and torch use.
 std::string compute_backend_description();
 

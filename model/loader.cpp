@@ -11,6 +11,7 @@
 #include "common/install_dirs.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
+#include "model/packed_matmul.hpp"
 #include "model/work_pool.hpp"
 
 namespace conveyor::model {
@@ -149,6 +150,18 @@ void set_compute_threads(int32_t threads) {
   using setter = void (*)(int);
   if (auto f = reinterpret_cast<setter>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     f(threads);
+}
+
+int32_t auto_compute_threads(const llama_shape& shape, int32_t max_batch, int32_t cores) {
+  cores = std::max(cores, 1);
+  const int64_t d = shape.dim, q = shape.n_heads > 0 ? shape.q_dim() : d;
+  const int64_t kv = shape.n_heads > 0 ? int64_t(shape.n_kv_heads) * shape.head_size() : d;
+  // The network's products (llama_loops.cpp): qkv, o, gate and up, down, the classifier.
+  const int64_t products[][2] = {{d, q + 2 * kv}, {q, d}, {d, 2 * int64_t(shape.hidden_dim)},
+                                 {shape.hidden_dim, d}, {d, shape.vocab_size}};
+  for (const auto& p : products)
+    if (packed_matrix::wakes_pool(std::max(max_batch, 1), p[0], p[1])) return cores;
+  return 1;
 }
 
 std::string compute_backend_description() {

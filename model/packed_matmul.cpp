@@ -350,6 +350,15 @@ void multiply_pair_panels(const uint32_t* inputs, int64_t m, const uint16_t* pac
                          last);
 }
 
+// The work of one task of a product of `m` rows by a matrix of `k` rows. Tasks are (row chunk,
+// panel) pairs, panels innermost; a thread takes a run of them, so that a small product stays on
+// one thread. A task streams its panel of weights whatever its rows: below `streaming_rows` it is
+// costed as that many, so that a one-row product of a large matrix (memory-bound) splits and a
+// small matrix's product (a few microseconds) does not.
+int64_t task_cost(int64_t m, int64_t k) {
+  return std::max(std::min(m, chunk_rows), streaming_rows) * std::max<int64_t>(k, 1) * width;
+}
+
 // y = x W over every panel, split into tasks on the compute pool; `pairs`: W is bf16_dot's.
 template <class T>
 void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, int64_t k,
@@ -357,13 +366,7 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
                   bool accumulate, bool pairs = false) {
   if (m <= 0 || out <= 0) return;
   const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
-  // Tasks are (row chunk, panel) pairs, panels innermost; a thread takes a run of them, so that
-  // a small product stays on one thread. A task streams its panel of weights whatever its rows:
-  // below `streaming_rows` it is costed as that many, so that a one-row product of a large
-  // matrix (memory-bound) splits and a small matrix's product (a few microseconds) does not.
-  const int64_t task_cost =
-      std::max(std::min(m, chunk_rows), streaming_rows) * std::max<int64_t>(k, 1) * width;
-  const int64_t grain = grain_for(task_cost);
+  const int64_t grain = grain_for(task_cost(m, k));
   // bf16_dot's inputs are rounded once, here, for every task (the caller waits for them). A
   // buffer per call, so that a product inside another's piece could not overwrite it.
   const int64_t input_pairs = (k + 1) / 2;
@@ -393,6 +396,12 @@ void multiply_all(const float* x, int64_t x_stride, int64_t m, const T* packed, 
 }
 
 }  // namespace
+
+bool packed_matrix::wakes_pool(int64_t m, int64_t in, int64_t out) {
+  if (m <= 0 || out <= 0) return false;
+  const int64_t tasks = (m + chunk_rows - 1) / chunk_rows * ((out + width - 1) / width);
+  return tasks >= 2 * grain_for(task_cost(m, in));  // work_pool::run's test for waking
+}
 
 packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride,
                              weight_format format)

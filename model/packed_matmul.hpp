@@ -60,6 +60,11 @@ class packed_matrix {
   void multiply(const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                 const float* bias = nullptr, bool accumulate = false) const;
 
+  /// Whether a product of `m` rows by an `in` x `out` matrix is large enough for `multiply` to
+  /// wake a sleeping worker of the compute pool (a smaller one is shared only with workers
+  /// that are polling already, or runs on its caller alone).
+  static bool wakes_pool(int64_t m, int64_t in, int64_t out);
+
   /// Whether `bf16_dot` products run on AVX-512 BF16's instruction: true where the processor
   /// has it, unless turned off (tests compare the two ways).
   static bool bf16_dot_instruction();

@@ -23,7 +23,8 @@ void config_flags::add_to(CLI::App& cmd, bool server) {
 void config_flags::add_threads_to(CLI::App& cmd) {
   add_threads_option(cmd, threads,
                      "Compute threads of each executor, overriding executors[].threads "
-                     "(default: the configuration's, 0: every core)");
+                     "(default: the configuration's; 0: every core, one for a model too small to share a "
+                     "step)");
 }
 
 CLI::Option* add_threads_option(CLI::App& cmd, int64_t& threads, const std::string& help) {

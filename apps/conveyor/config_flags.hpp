@@ -35,7 +35,8 @@ struct config_flags {
 };
 
 /// --threads N for generate, bench and serve, one meaning and one check: compute threads (torch
-/// intra-op and OpenBLAS, `model::set_compute_threads`), 0 for every core, at most
+/// intra-op and OpenBLAS, `model::set_compute_threads`), 0 to leave them to the machine
+/// (`model::auto_compute_threads`: every core, or one for a model too small to share), at most
 /// config's `max_threads` (1024, as `executors[].threads`).
 CLI::Option* add_threads_option(CLI::App& cmd, int64_t& threads, const std::string& help);
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -83,6 +84,10 @@ int run_generate(const generate_options& o) {
   if (!m) return fail(message_of(m.error()));
   if (!summary.empty()) spdlog::info("{}", summary);
   spdlog::info("{}", (*m)->describe());
+  // 0 leaves them to the machine, as for serve's and bench's executors: one sequence runs.
+  if (o.threads == 0)
+    model::set_compute_threads(model::auto_compute_threads(
+        (*m)->shape(), 1, int32_t(std::max(1u, std::thread::hardware_concurrency()))));
   std::fprintf(stderr, "%s\n", model::compute_backend_description().c_str());
   sequence_request req;
   req.id = 1;
@@ -172,7 +177,7 @@ command_fn add_generate(CLI::App& app) {
   cmd->add_option("--context", o->context,
                   "Tokens of context (default 0: the model's own max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);
-  add_threads_option(*cmd, o->threads, "Compute threads (default 0: all cores)");
+  add_threads_option(*cmd, o->threads, "Compute threads (default 0: every core, one for a model too small to share a step)");
   cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
