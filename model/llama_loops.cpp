@@ -15,6 +15,7 @@
 #include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
+#include "model/huge_pages.hpp"
 #include "model/packed_matmul.hpp"
 #include "model/parallel_grain.hpp"
 #include "model/vector8.hpp"
@@ -38,8 +39,19 @@ class llama_loops final : public llama_base {
     const auto format = opt.dtype != compute_dtype::bf16 ? weight_format::f32
                         : opt.bf16_inputs              ? weight_format::bf16_dot
                                                        : weight_format::bf16;
+    // Into one block of huge pages (model/huge_pages.hpp), in the order a step reads them.
+    size_t packed_bytes = 0;
+    auto count = [&](const at::Tensor& t) {
+      packed_bytes += huge_page_arena::rounded(
+          size_t(packed_matrix::packed_bytes(t.size(0), t.size(1), format)));
+    };
+    for (const auto& lw : weights_.layers)
+      for (const auto* t : {&lw.wqkv_t, &lw.wo_t, &lw.w13_t, &lw.w2_t}) count(*t);
+    count(weights_.wcls_t);
+    arena_ = std::make_unique<huge_page_arena>(packed_bytes);
     auto pack = [&](at::Tensor& t) {
-      packed_matrix p(t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0), format);
+      packed_matrix p(t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0), format,
+                      arena_.get());
       t = at::Tensor();
       return p;
     };
@@ -451,6 +463,7 @@ class llama_loops final : public llama_base {
     return it.start + it.count <= rows_attention_limit || it.count <= rows_attention_tokens;
   }
   llama_tensors weights_;  // the matrices moved into packed_ and classifier_
+  std::unique_ptr<huge_page_arena> arena_;  // where packed_ and classifier_ keep their weights
   struct packed_layer {
     packed_matrix wqkv, wo, w13, w2;
   };

@@ -1,5 +1,6 @@
 // The packed weight layout and its matrix-product kernel (see packed_matmul.hpp).
 #include "model/packed_matmul.hpp"
+#include "model/huge_pages.hpp"
 #include "model/parallel_grain.hpp"
 #include "model/vector8.hpp"
 #include "model/work_pool.hpp"
@@ -403,51 +404,67 @@ bool packed_matrix::wakes_pool(int64_t m, int64_t in, int64_t out) {
   return tasks >= 2 * grain_for(task_cost(m, in));  // work_pool::run's test for waking
 }
 
+int64_t packed_matrix::packed_bytes(int64_t in, int64_t out, weight_format format) {
+  const int64_t panels = (out + width - 1) / width;
+  if (format == weight_format::f32) return panels * in * width * int64_t(sizeof(float));
+  if (format == weight_format::bf16) return panels * in * width * int64_t(sizeof(uint16_t));
+  return panels * ((in + 1) / 2) * 2 * width * int64_t(sizeof(uint16_t));
+}
+
 packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride,
-                             weight_format format)
-    : in_(in), out_(out), panels_((out + width - 1) / width), format_(format) {
-  const size_t size = size_t(panels_ * in * width);
-  auto pack = [&](auto& dst, auto convert) {
-    dst.assign(size, convert(0.0f));
+                             weight_format format, huge_page_arena* arena)
+    : in_(in), out_(out), panels_((out + width - 1) / width), format_(format),
+      bytes_(packed_bytes(in, out, format)) {
+  void* storage;
+  if (arena) {
+    storage = arena->take(size_t(bytes_));
+    arena_data_ = storage;
+  } else {
+    own_.resize(size_t(bytes_));
+    storage = own_.data();
+  }
+  std::memset(storage, 0, size_t(bytes_));  // the last panel's columns past `out` stay zero
+  auto pack = [&](auto* dst, auto convert) {
     for (int64_t p = 0; p < panels_; ++p) {
       const int64_t col0 = p * width, cols = std::min(width, out - col0);
       for (int64_t i = 0; i < in; ++i) {
         const float* src = w + i * row_stride + col0;
-        auto* panel_row = dst.data() + (p * in + i) * width;
+        auto* panel_row = dst + (p * in + i) * width;
         for (int64_t c = 0; c < cols; ++c) panel_row[c] = convert(src[c]);
       }
     }
   };
   if (format == weight_format::f32) {
-    pack(f32_, [](float v) { return v; });
+    pack(static_cast<float*>(storage), [](float v) { return v; });
   } else if (format == weight_format::bf16) {
-    pack(bf16_, [](float v) { return to_bf16(v); });
+    pack(static_cast<uint16_t*>(storage), [](float v) { return to_bf16(v); });
   } else {
     // Rows 2i and 2i + 1 side by side in each column; an odd last row pairs with zeros.
     const int64_t pairs = (in + 1) / 2;
-    bf16_.assign(size_t(panels_ * pairs * 2 * width), 0);
+    auto* packed = static_cast<uint16_t*>(storage);
     for (int64_t p = 0; p < panels_; ++p) {
       const int64_t col0 = p * width, cols = std::min(width, out - col0);
       for (int64_t i = 0; i < in; ++i) {
         const float* src = w + i * row_stride + col0;
-        uint16_t* dst = bf16_.data() + ((p * pairs + i / 2) * width) * 2 + i % 2;
+        uint16_t* dst = packed + ((p * pairs + i / 2) * width) * 2 + i % 2;
         for (int64_t c = 0; c < cols; ++c) dst[2 * c] = to_bf16(src[c]);
       }
     }
   }
 }
 
-int64_t packed_matrix::bytes() const {
-  return int64_t(f32_.size() * sizeof(float) + bf16_.size() * sizeof(uint16_t));
-}
+int64_t packed_matrix::bytes() const { return bytes_; }
+
+const void* packed_matrix::data() const { return arena_data_ ? arena_data_ : own_.data(); }
 
 void packed_matrix::multiply(const float* x, int64_t x_stride, int64_t m, float* y,
                              int64_t y_stride, const float* bias, bool accumulate) const {
   if (format_ == weight_format::f32)
-    multiply_all(x, x_stride, m, f32_.data(), in_, out_, panels_, y, y_stride, bias, accumulate);
+    multiply_all(x, x_stride, m, static_cast<const float*>(data()), in_, out_, panels_, y,
+                 y_stride, bias, accumulate);
   else
-    multiply_all(x, x_stride, m, bf16_.data(), in_, out_, panels_, y, y_stride, bias, accumulate,
-                 format_ == weight_format::bf16_dot);
+    multiply_all(x, x_stride, m, static_cast<const uint16_t*>(data()), in_, out_, panels_, y,
+                 y_stride, bias, accumulate, format_ == weight_format::bf16_dot);
 }
 
 bool packed_matrix::bf16_dot_instruction() {

@@ -13,6 +13,8 @@
 
 namespace conveyor::model {
 
+class huge_page_arena;
+
 /// How a packed matrix stores its numbers.
 enum class weight_format : uint8_t {
   f32,   ///< float32: the products equal an unpacked float32 product up to summation order
@@ -38,8 +40,14 @@ class packed_matrix {
 
   packed_matrix() = default;
 
-  /// Packs `w` ([in, out], row `i` at w + i * row_stride) in `format`.
-  packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride, weight_format format);
+  /// Packs `w` ([in, out], row `i` at w + i * row_stride) in `format`: into memory of its own,
+  /// or, given an `arena` (model/huge_pages.hpp), into the arena's next `packed_bytes`, the
+  /// arena outliving this matrix and its copies.
+  packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride, weight_format format,
+                huge_page_arena* arena = nullptr);
+
+  /// The bytes an `in` x `out` matrix takes packed in `format`.
+  static int64_t packed_bytes(int64_t in, int64_t out, weight_format format);
 
   /// Rows of W (the length of an input row).
   int64_t in() const { return in_; }
@@ -60,6 +68,9 @@ class packed_matrix {
   void multiply(const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                 const float* bias = nullptr, bool accumulate = false) const;
 
+  /// Where the packed weights are.
+  const void* data() const;
+
   /// Whether a product of `m` rows by an `in` x `out` matrix is large enough for `multiply` to
   /// wake a sleeping worker of the compute pool (a smaller one is shared only with workers
   /// that are polling already, or runs on its caller alone).
@@ -77,8 +88,9 @@ class packed_matrix {
   int64_t out_ = 0;
   int64_t panels_ = 0;
   weight_format format_ = weight_format::f32;
-  std::vector<float> f32_;
-  std::vector<uint16_t> bf16_;
+  std::vector<uint8_t> own_;         // the packed weights, unless in an arena
+  const void* arena_data_ = nullptr;  // the packed weights in an arena
+  int64_t bytes_ = 0;
 };
 
 /// `x` rounded to the nearest bfloat16 (ties to even), as its 16 bits; NaN stays NaN. Inline:

@@ -2,11 +2,13 @@
 // hit every row tail, partial panels, strides, bias and accumulation; bfloat16 rounding against
 // values worked out by hand; bf16_dot's instruction against its plain vector code, bit for bit.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "model/huge_pages.hpp"
 #include "model/packed_matmul.hpp"
 
 using namespace conveyor::model;
@@ -175,5 +177,36 @@ TEST(packed_matmul, a_row_gives_the_same_bits_whatever_the_batch_around_it) {
         ASSERT_EQ(batch[size_t(13 * out + c)], alone[size_t(c)])
             << "format " << int(f) << " m " << m << " col " << c;
     }
+  }
+}
+
+TEST(packed_matmul, packed_into_an_arena_gives_the_same_bits_as_its_own_memory) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t in = 289, out = 100;  // an odd row count and a partial last panel
+  std::vector<float> w(size_t(in * out)), x(size_t(9 * in));
+  for (auto* v : {&w, &x})
+    for (auto& e : *v) e = u(rng);
+  const weight_format formats[] = {weight_format::f32, weight_format::bf16,
+                                   weight_format::bf16_dot};
+  size_t total = 0;
+  for (auto f : formats)
+    total += huge_page_arena::rounded(size_t(packed_matrix::packed_bytes(in, out, f)));
+  huge_page_arena arena(total);
+  const auto* begin = static_cast<const uint8_t*>(arena.data());
+  for (auto f : formats) {
+    packed_matrix own(w.data(), in, out, out, f);
+    packed_matrix shared(w.data(), in, out, out, f, &arena);
+    EXPECT_EQ(shared.bytes(), own.bytes());
+    EXPECT_EQ(own.bytes(), packed_matrix::packed_bytes(in, out, f));
+    const auto* at = static_cast<const uint8_t*>(shared.data());
+    EXPECT_TRUE(at >= begin && at + shared.bytes() <= begin + arena.size()) << int(f);
+    EXPECT_EQ(std::memcmp(own.data(), shared.data(), size_t(own.bytes())), 0) << int(f);
+    const packed_matrix copy = shared;  // copies share the arena's weights
+    EXPECT_EQ(copy.data(), shared.data());
+    std::vector<float> a(size_t(9 * out)), b(size_t(9 * out));
+    own.multiply(x.data(), in, 9, a.data(), out);
+    copy.multiply(x.data(), in, 9, b.data(), out);
+    EXPECT_EQ(a, b) << "format " << int(f);
   }
 }
