@@ -70,9 +70,22 @@ class llama_loops final : public llama_base {
     // in registers when read): half the bytes attention reads.
     key_blocks_ = (context_ + 7) / 8;
     const auto cache_type = at::TensorOptions().dtype(bf16_cache_ ? at::kBFloat16 : at::kFloat);
-    k_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs},
-                         cache_type);
-    v_cache_ = at::zeros({s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs}, cache_type);
+    const std::vector<int64_t> k_shape{s.n_layers,
+                                       int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs};
+    const std::vector<int64_t> v_shape{s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs};
+    // In huge pages too: a step's attention streams through the cache (5 % off the s15m step at
+    // batch 64, docs/benchmarks.md section 8, eleventh session).
+    const size_t element = bf16_cache_ ? 2 : 4;
+    const size_t k_bytes = size_t(k_shape[0] * k_shape[1]) * element;
+    const size_t v_bytes = size_t(v_shape[0] * v_shape[1] * v_shape[2]) * element;
+    cache_arena_ = std::make_unique<huge_page_arena>(huge_page_arena::rounded(k_bytes) +
+                                                     huge_page_arena::rounded(v_bytes));
+    void* k_data = cache_arena_->take(k_bytes);
+    void* v_data = cache_arena_->take(v_bytes);
+    std::memset(k_data, 0, k_bytes);
+    std::memset(v_data, 0, v_bytes);
+    k_cache_ = at::from_blob(k_data, k_shape, cache_type);
+    v_cache_ = at::from_blob(v_data, v_shape, cache_type);
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
     capacity_ = std::max({opt.max_batched_tokens, slots_, context_});
@@ -464,6 +477,7 @@ class llama_loops final : public llama_base {
   }
   llama_tensors weights_;  // the matrices moved into packed_ and classifier_
   std::unique_ptr<huge_page_arena> arena_;  // where packed_ and classifier_ keep their weights
+  std::unique_ptr<huge_page_arena> cache_arena_;  // where k_cache_ and v_cache_ are
   struct packed_layer {
     packed_matrix wqkv, wo, w13, w2;
   };
