@@ -80,12 +80,13 @@ class llama_loops final : public llama_base {
     const size_t v_bytes = size_t(v_shape[0] * v_shape[1] * v_shape[2]) * element;
     cache_arena_ = std::make_unique<huge_page_arena>(huge_page_arena::rounded(k_bytes) +
                                                      huge_page_arena::rounded(v_bytes));
-    void* k_data = cache_arena_->take(k_bytes);
-    void* v_data = cache_arena_->take(v_bytes);
-    std::memset(k_data, 0, k_bytes);
-    std::memset(v_data, 0, v_bytes);
-    k_cache_ = at::from_blob(k_data, k_shape, cache_type);
-    v_cache_ = at::from_blob(v_data, v_shape, cache_type);
+    auto zeros_in_arena = [&](const std::vector<int64_t>& shape, size_t bytes) {
+      void* data = cache_arena_->take(bytes);
+      std::memset(data, 0, bytes);
+      return at::from_blob(data, shape, cache_type);
+    };
+    k_cache_ = zeros_in_arena(k_shape, k_bytes);
+    v_cache_ = zeros_in_arena(v_shape, v_bytes);
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
     capacity_ = std::max({opt.max_batched_tokens, slots_, context_});

@@ -154,8 +154,8 @@ void set_compute_threads(int32_t threads) {
 
 int32_t auto_compute_threads(const llama_shape& shape, int32_t max_batch, int32_t cores) {
   cores = std::max(cores, 1);
-  const int64_t d = shape.dim, q = shape.n_heads > 0 ? shape.q_dim() : d;
-  const int64_t kv = shape.n_heads > 0 ? int64_t(shape.n_kv_heads) * shape.head_size() : d;
+  const bool heads = shape.n_heads > 0;  // head_size() divides by it
+  const int64_t d = shape.dim, q = heads ? shape.q_dim() : d, kv = heads ? shape.kv_dim() : d;
   // The network's products (llama_loops.cpp): qkv, o, gate and up, down, the classifier.
   const int64_t products[][2] = {{d, q + 2 * kv}, {q, d}, {d, 2 * int64_t(shape.hidden_dim)},
                                  {shape.hidden_dim, d}, {d, shape.vocab_size}};

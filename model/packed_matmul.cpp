@@ -415,15 +415,15 @@ packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t ro
                              weight_format format, huge_page_arena* arena)
     : in_(in), out_(out), panels_((out + width - 1) / width), format_(format),
       bytes_(packed_bytes(in, out, format)) {
+  // Zeroed first: the last panel's columns past `out` stay zero.
   void* storage;
   if (arena) {
-    storage = arena->take(size_t(bytes_));
-    arena_data_ = storage;
+    arena_data_ = storage = arena->take(size_t(bytes_));
+    std::memset(storage, 0, size_t(bytes_));
   } else {
     own_.resize(size_t(bytes_));
     storage = own_.data();
   }
-  std::memset(storage, 0, size_t(bytes_));  // the last panel's columns past `out` stay zero
   auto pack = [&](auto* dst, auto convert) {
     for (int64_t p = 0; p < panels_; ++p) {
       const int64_t col0 = p * width, cols = std::min(width, out - col0);

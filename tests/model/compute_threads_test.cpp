@@ -52,7 +52,7 @@ TEST(compute_threads, one_for_a_model_whose_decode_steps_never_wake_the_pool) {
   const auto stories = shape_of(conveyor::test::stories_model());
   ASSERT_TRUE(stories) << message_of(stories.error());
   // stories260K (dim 64, vocab 512): no product of a 16-sequence step wakes a worker; its
-  // classifier does from 29 sequences on.
+  // classifier does at 32 sequences.
   EXPECT_EQ(auto_compute_threads(*stories, 16, 2), 1);
   EXPECT_EQ(auto_compute_threads(*stories, 1, 8), 1);
   EXPECT_EQ(auto_compute_threads(*stories, 32, 2), 2);
