@@ -255,6 +255,7 @@ void fields(V& v, S& x) {
   v("io_threads", x.io_threads, between(1, max_threads));
   v("max_stream_buffer_bytes", x.max_stream_buffer_bytes, at_least(1));
   v("stream_interval", x.stream_interval, between(1, 1024));
+  v("stream_delay_ms", x.stream_delay_ms, between(0, 1000));
   v("max_prompts", x.max_prompts, between(1, max_int32));
   v("max_n", x.max_n, between(1, 1024));
 }

@@ -77,21 +77,19 @@ want 2 && for r in $(seq 1 "$repeats"); do
 done
 
 # 3. s15m at 5 requests/s through HTTP: before and after (16 slots), and after with
-# server.stream_interval = 8 (a stream's events written eight at a time).
-want 3 && for build in before after after8; do
+# server.stream_delay_ms = 0 (every step's events written as they come).
+want 3 && for build in before after after-at-once; do
   dir=$before
-  interval=1
   [ $build != before ] && dir=$after
-  [ $build = after8 ] && interval=8
   # shellcheck disable=SC2046
-  serve "$dir" "${s15m[@]}" $([ $interval = 1 ] || echo --set server.stream_interval=$interval)
+  serve "$dir" "${s15m[@]}" $([ $build = after-at-once ] && echo --set server.stream_delay_ms=0)
   over_http "s15m-r5-$build" $light s15m
   stop
 done
 
 # 4. The stories260K burst: in process and through HTTP (after), with the client's cost; the
-# server writing every step's events as they come (the default) and with server.stream_interval
-# 4 and 8 (a stream's events gathered into fewer writes).
+# server pacing its streams (the default: a fast stream's events gathered for up to
+# server.stream_delay_ms) and writing every step's events as they come (stream_delay_ms = 0).
 want 4 && for r in $(seq 1 "$repeats"); do
   /usr/bin/time -f "client cpu_s %U %S wall_s %e" -o "$out/stories-burst-inprocess-run$r.client" \
     "$client" bench --workload $burst --policies continuous -q \
@@ -99,11 +97,9 @@ want 4 && for r in $(seq 1 "$repeats"); do
   serve "$after"
   over_http "stories-burst-http-run$r" $burst stories260K
   stop
-  for interval in 4 8; do
-    serve "$after" --set server.stream_interval=$interval
-    over_http "stories-burst-http-interval$interval-run$r" $burst stories260K
-    stop
-  done
+  serve "$after" --set server.stream_delay_ms=0
+  over_http "stories-burst-http-at-once-run$r" $burst stories260K
+  stop
 done
 # 5. The server's own ceiling (trivial model, 64 streams), before and after, same client.
 want 5 && for r in $(seq 1 "$repeats"); do
@@ -119,15 +115,17 @@ if want 6 && [ -x "$after/benchmarks/conveyor_dnnl_bench" ]; then
 fi
 # 7. The light load against the batch-1 step, in rounds (the step moves with the machine from
 # minute to minute): the s15m step at batch 1, then the 5 requests/s replay against a fresh
-# server (after) with each stream interval, its decode passes read from /metrics.
+# server (after) with each stream delay in STREAM_DELAYS (milliseconds; default "2 0": the
+# default pacing, and every step's events written as they come), its decode passes read from
+# /metrics.
 want 7 && for r in $(seq 1 "$repeats"); do
   "$after/benchmarks/conveyor_model_bench" \
     --benchmark_filter='bm_decode/model:1/batch:1/bf16:0/kv_bf16:0' --benchmark_min_time=0.5 \
     >"$out/r5-step-run$r.txt" 2>&1
-  for interval in 1 8; do
-    serve "$after" "${s15m[@]}" --set server.stream_interval=$interval
-    over_http "r5-interval$interval-run$r" $light s15m
-    curl -s "http://127.0.0.1:$port/metrics" >"$out/r5-interval$interval-run$r.metrics"
+  for delay in ${STREAM_DELAYS:-2 0}; do
+    serve "$after" "${s15m[@]}" --set server.stream_delay_ms=$delay
+    over_http "r5-delay$delay-run$r" $light s15m
+    curl -s "http://127.0.0.1:$port/metrics" >"$out/r5-delay$delay-run$r.metrics"
     stop
   done
 done

@@ -34,6 +34,7 @@
 #include "server/openai.hpp"
 #include "server/response_writer.hpp"
 #include "server/router.hpp"
+#include "server/stream_pacer.hpp"
 #include "server/tokenize.hpp"
 
 namespace conveyor::server::detail {
@@ -72,8 +73,10 @@ class http_connection final : public connection,
         head_timer_(executor_),
         write_timer_(executor_),
         linger_timer_(executor_),
-        writer_(socket_) {
-    writer_.hold_stream_until_released(st_.options.stream_interval > 1);
+        stream_timer_(executor_),
+        writer_(socket_),
+        pacer_(st_.options.stream_interval, st_.options.stream_delay) {
+    writer_.hold_stream_until_released(pacer_.can_hold());
   }
 
   ~http_connection() override {
@@ -451,14 +454,13 @@ class http_connection final : public connection,
   void deliver(task_output out) {
     if (!queue_events(out.event_count)) return;
     if (!out.finished) {
-      // With a stream interval, a stream's events wait until enough are queued (its first
-      // event goes at once: the client's time to first token does not wait).
-      held_events_ += out.event_count;
-      if (stream_first_written_ && held_events_ < st_.options.stream_interval) return;
-      stream_first_written_ = stream_first_written_ || held_events_ > 0;
-      held_events_ = 0;
-      writer_.release_stream();
-      flush();
+      // A fast stream's events may wait a little to go out together (stream_pacer).
+      if (out.event_count == 0) return;
+      if (pacer_.on_events(out.event_count, steady::now()) == stream_pacer::verdict::hold) {
+        if (!stream_timer_armed_) arm_stream_timer();
+        return;
+      }
+      release_stream();
       return;
     }
     if (task_->stream()) {
@@ -556,8 +558,32 @@ class http_connection final : public connection,
     return true;
   }
 
+  // Writes the stream events that wait.
+  void release_stream() {
+    pacer_.release();
+    writer_.release_stream();
+    flush();
+  }
+
+  // Wakes at the waiting events' deadline and writes them. One timer serves the stream: it is
+  // not cancelled when the events go out earlier, and on waking it waits again for a newer
+  // deadline.
+  void arm_stream_timer() {
+    stream_timer_armed_ = true;
+    stream_timer_.expires_at(pacer_.deadline());
+    stream_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      self->stream_timer_armed_ = false;
+      if (ec || self->state_ != conn_state::busy || !self->pacer_.holding()) return;
+      if (steady::now() < self->pacer_.deadline()) {
+        self->arm_stream_timer();
+        return;
+      }
+      self->release_stream();
+    });
+  }
+
   void end_stream() {
-    held_events_ = 0;
+    pacer_.release();
     writer_.queue_stream_end();
     stream_done_ = true;
     if (!writer_.writing()) finish_response_if_flushed();
@@ -619,7 +645,7 @@ class http_connection final : public connection,
     stream_done_ = false;
     log_access();
     stream_started_ = false;
-    stream_first_written_ = false;
+    pacer_.reset();
     if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
@@ -738,6 +764,7 @@ class http_connection final : public connection,
     head_timer_.cancel();
     write_timer_.cancel();
     linger_timer_.cancel();
+    stream_timer_.cancel();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -753,6 +780,8 @@ class http_connection final : public connection,
   net::steady_timer head_timer_;
   net::steady_timer write_timer_;
   net::steady_timer linger_timer_;
+  // Writes a stream's waiting events at their deadline.
+  net::steady_timer stream_timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   conn_state state_ = conn_state::reading;
@@ -775,10 +804,9 @@ class http_connection final : public connection,
   // The running write's start, and whether write_timer_ waits for it.
   steady::time_point write_started_;
   bool write_watch_armed_ = false;
-  // A stream's first event was released to the writer; later ones wait for the stream interval.
-  bool stream_first_written_ = false;
-  // Stream events queued since the last release (held back by the stream interval).
-  std::size_t held_events_ = 0;
+  // Whether a stream's events go out now or wait for the following ones.
+  stream_pacer pacer_;
+  bool stream_timer_armed_ = false;
   uint64_t idle_generation_ = 0;
   uint64_t head_generation_ = 0;
   // No request was read yet: its head is due from the connection's start.

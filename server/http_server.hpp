@@ -57,10 +57,13 @@ struct server_options {
   /// requests are cancelled and its connection is closed.
   std::size_t max_stream_buffer_bytes =
       static_cast<std::size_t>(config::server{}.max_stream_buffer_bytes);
-  /// Stream events gathered per socket write: a stream's events wait until this many are
-  /// queued, except its first, which goes at once, and its end, which takes the rest along.
-  /// Fewer writes cost less CPU on both sides; the client sees tokens in bunches.
+  /// The most stream events gathered into one socket write (see stream_pacer.hpp): a fast
+  /// stream's events wait at most `stream_delay` to go out together, except its first, which
+  /// goes at once, and its end, which takes the rest along. Fewer writes cost less CPU on both
+  /// sides. 1, or a zero delay, writes every step's events as they come.
   std::size_t stream_interval = static_cast<std::size_t>(config::server{}.stream_interval);
+  /// The longest a stream event waits to be gathered with the following ones.
+  std::chrono::milliseconds stream_delay{config::server{}.stream_delay_ms};
   /// Most prompts in one request's prompt array.
   std::size_t max_prompts = static_cast<std::size_t>(config::server{}.max_prompts);
   /// The most choices (`n`) per prompt.

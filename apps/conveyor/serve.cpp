@@ -80,6 +80,7 @@ int run_serve(const config_flags& flags) {
   so.drain_timeout = std::chrono::seconds(cfg->server.drain_timeout_s);
   so.max_stream_buffer_bytes = size_t(cfg->server.max_stream_buffer_bytes);
   so.stream_interval = size_t(cfg->server.stream_interval);
+  so.stream_delay = std::chrono::milliseconds(cfg->server.stream_delay_ms);
   so.max_prompts = size_t(cfg->server.max_prompts);
   so.max_n = size_t(cfg->server.max_n);
   so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));

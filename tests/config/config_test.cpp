@@ -87,7 +87,8 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.server.drain_timeout_s, 10);
   EXPECT_EQ(x.server.io_threads, 1);
   EXPECT_EQ(x.server.max_stream_buffer_bytes, 1048576);
-  EXPECT_EQ(x.server.stream_interval, 1);
+  EXPECT_EQ(x.server.stream_interval, 16);
+  EXPECT_EQ(x.server.stream_delay_ms, 2);
   EXPECT_EQ(x.server.max_prompts, 64);
   EXPECT_EQ(x.server.max_n, 16);
   EXPECT_EQ(x.log.level, "info");
@@ -122,7 +123,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 48u);
+  EXPECT_EQ(all.size(), 49u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -582,6 +583,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "conveyor.toml:2: server.max_stream_buffer_bytes: must be at least 1, got 0"},
         bad_value{"[server]\nstream_interval = 0\n",
                   "conveyor.toml:2: server.stream_interval: must be at least 1, got 0"},
+        bad_value{"[server]\nstream_delay_ms = -1\n",
+                  "conveyor.toml:2: server.stream_delay_ms: must be at least 0, got -1"},
+        bad_value{"[server]\nstream_delay_ms = 1001\n",
+                  "conveyor.toml:2: server.stream_delay_ms: must be at most 1000, got 1001"},
         bad_value{"[server]\nmax_n = 0\n",
                   "conveyor.toml:2: server.max_n: must be at least 1, got 0"},
         bad_value{"[server]\nmax_n = 1025\n",
@@ -842,7 +847,8 @@ max_connections_per_address = 256
 drain_timeout_s = 10
 io_threads = 1
 max_stream_buffer_bytes = 1048576
-stream_interval = 1
+stream_interval = 16
+stream_delay_ms = 2
 max_prompts = 64
 max_n = 16
 
@@ -878,6 +884,7 @@ TEST(config_to_toml, round_trips_every_changed_value) {
   x.metrics.enabled = false;
   x.server.host = "::";
   x.server.port = 0;
+  x.server.stream_delay_ms = 7;
   x.log.level = "off";
   auto text = to_toml(x);
   auto back = load_string(text, "printed.toml");

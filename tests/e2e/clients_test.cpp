@@ -97,16 +97,24 @@ TEST_F(e2e_openai_python, whole_and_streamed) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-TEST_F(e2e_openai_python, a_stream_interval_changes_the_writes_not_the_stream) {
-  // Eight events to a write: the client still reads the same 61 events and the same text.
-  conveyor_process server{{"--set", "server.stream_interval=8"}};
-  ASSERT_TRUE(server.ok()) << server.error();
-  const auto result = run_openai_client(server, "completions");
-  EXPECT_EQ(result["whole"]["text"], expected_once_upon_a_time());
-  EXPECT_EQ(result["stream"]["text"], expected_once_upon_a_time());
-  EXPECT_EQ(result["stream"]["finish_reason"], "length");
-  EXPECT_EQ(result["stream"]["chunks"], 61);
-  EXPECT_EQ(server.stop(), 0) << server.log();
+TEST_F(e2e_openai_python, stream_pacing_changes_the_writes_not_the_stream) {
+  // Every step's events written as they come, and up to eight events to a write for up to a
+  // second (the test above runs the default pacing): the client still reads the same 61
+  // events and the same text.
+  for (const std::vector<std::string>& pacing :
+       {std::vector<std::string>{"--set", "server.stream_delay_ms=0"},
+        std::vector<std::string>{"--set", "server.stream_interval=8", "--set",
+                                 "server.stream_delay_ms=1000"}}) {
+    SCOPED_TRACE(pacing.at(1));
+    conveyor_process server{pacing};
+    ASSERT_TRUE(server.ok()) << server.error();
+    const auto result = run_openai_client(server, "completions");
+    EXPECT_EQ(result["whole"]["text"], expected_once_upon_a_time());
+    EXPECT_EQ(result["stream"]["text"], expected_once_upon_a_time());
+    EXPECT_EQ(result["stream"]["finish_reason"], "length");
+    EXPECT_EQ(result["stream"]["chunks"], 61);
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
 }
 
 TEST_F(e2e_openai_python, invalid_requests_raise_bad_request_and_not_found) {

@@ -776,12 +776,20 @@ chunked_body dechunk(const std::string& raw) {
 
 TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
   // Seven tokens, each handed to the connection before the next is allowed: with interval 1
-  // every event is its own write (one HTTP chunk); with 3 the first goes alone, then three
+  // (or no delay) every event is its own write (one HTTP chunk); with 3 and a delay of a
+  // second (far longer than the test's gaps between tokens) the first goes alone, then three
   // per write, and the end takes the finish event and [DONE].
-  for (const std::size_t interval : {1u, 3u}) {
-    SCOPED_TRACE(interval);
+  struct pacing {
+    std::size_t interval;
+    std::chrono::milliseconds delay;
+  };
+  for (const auto [interval, delay] : {pacing{1, std::chrono::milliseconds{1000}},
+                                       pacing{3, std::chrono::milliseconds{0}},
+                                       pacing{3, std::chrono::milliseconds{1000}}}) {
+    SCOPED_TRACE(std::to_string(interval) + " events, " + std::to_string(delay.count()) + " ms");
     server_options o;
     o.stream_interval = interval;
+    o.stream_delay = delay;
     o.io_threads = 1;  // the ordering below relies on one I/O thread
     start(o);
     fake_backend::settings s;
@@ -802,8 +810,9 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
       ASSERT_TRUE(test_client{port}.request("GET", "/health"));
     }
     ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n"));
-    const auto expected =
-        interval == 1 ? std::vector<int>{1, 1, 1, 1, 1, 1, 1, 2} : std::vector<int>{1, 3, 3, 2};
+    const auto expected = interval == 1 || delay.count() == 0
+                              ? std::vector<int>{1, 1, 1, 1, 1, 1, 1, 2}
+                              : std::vector<int>{1, 3, 3, 2};
     const auto got = dechunk(c.raw());
     EXPECT_EQ(got.events_per_chunk, expected) << c.raw();
     const auto r = collect(got.body);
@@ -812,6 +821,31 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     EXPECT_TRUE(r.done);
     server.reset();
   }
+}
+
+TEST_F(http_server_test, a_waiting_stream_event_goes_out_at_its_deadline_without_a_next_one) {
+  // The second token comes right after the first and waits (a fast stream); the backend then
+  // sends nothing more until the client has read it, so only the connection's timer can write
+  // it. The delay (a second) is far longer than the gap between the two tokens.
+  server_options o;
+  o.stream_interval = 16;
+  o.stream_delay = std::chrono::milliseconds{1000};
+  start(o);
+  fake_backend::settings s;
+  s.paced = true;
+  backend.configure(s);
+  test_client c{port};
+  ASSERT_TRUE(
+      c.send_request("POST", "/v1/completions", completion("w0 w1 w2", 3, true)));
+  backend.allow_tokens(2);
+  ASSERT_TRUE(c.read_until("\" w1\"", std::chrono::seconds{30})) << c.raw();
+  EXPECT_EQ(c.raw().find("\" w2\""), std::string::npos);
+  backend.allow_tokens(1);
+  ASSERT_TRUE(c.read_until("\r\n0\r\n\r\n")) << c.raw();
+  const auto got = dechunk(c.raw());
+  const auto r = collect(got.body);
+  EXPECT_EQ(r.text.at(0), "w0 w1 w2");
+  EXPECT_TRUE(r.done);
 }
 
 // -- whole steps (issue 15): a step's events posted and written together ---------------------------

@@ -24,6 +24,7 @@ TEST(server_options, defaults_are_the_shipped_configurations_server_section) {
       << "once 30 s here and 10 s in the configuration";
   EXPECT_EQ(int64_t(o.max_stream_buffer_bytes), s.max_stream_buffer_bytes);
   EXPECT_EQ(int64_t(o.stream_interval), s.stream_interval);
+  EXPECT_EQ(o.stream_delay, std::chrono::milliseconds{s.stream_delay_ms});
   EXPECT_EQ(int64_t(o.max_prompts), s.max_prompts);
   EXPECT_EQ(int64_t(o.max_n), s.max_n);
 }
