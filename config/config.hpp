@@ -163,7 +163,8 @@ struct server {
   int64_t stream_interval = 16;
   /// The longest a stream event waits to be gathered with the following ones, in
   /// milliseconds; 0 writes each step's events as they come. Only a fast stream's events
-  /// wait (ones coming less than half this apart); its first event and its end go at once.
+  /// wait (ones coming less than half this apart); each choice's first event and the stream's end
+  /// go at once.
   int64_t stream_delay_ms = 2;
   /// The most prompts in one completion request's prompt array.
   int64_t max_prompts = 64;

@@ -118,19 +118,19 @@ class http_connection final : public connection,
 
   void on_text(uint64_t serial, std::size_t index, std::string text) {
     if (auto* task = live_task(serial, index))
-      deliver(task->on_text(index, text, writer_.stream_buffer()));
+      deliver(index, task->on_text(index, text, writer_.stream_buffer()));
   }
 
   void on_logprobs(uint64_t serial, std::size_t index, std::vector<token_logprob> entries,
                    bool prompt) {
     if (auto* task = live_task(serial, index))
-      deliver(task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
+      deliver(index, task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
   }
 
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
     if (auto* task = live_task(serial, index))
-      deliver(task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
+      deliver(index, task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
   }
 
   // One step of one choice: its events in the order of the single callbacks, written together.
@@ -158,7 +158,7 @@ class http_connection final : public connection,
         return;
     }
     last.event_count += events;
-    deliver(std::move(last));
+    deliver(index, std::move(last));
   }
 
   void on_error(uint64_t serial, std::size_t index, ec code, std::string message) {
@@ -448,15 +448,20 @@ class http_connection final : public connection,
     return task_->accepts(index) ? task_.get() : nullptr;
   }
 
-  // Writes what the task answered to an event (its stream events are already in the writer's
-  // buffer); ends the task when it finished. Queueing may close the connection (a slow client),
-  // which drops the task.
-  void deliver(task_output out) {
+  // Writes what the task answered to an event of choice `index` (its stream events are already
+  // in the writer's buffer); ends the task when it finished. Queueing may close the connection
+  // (a slow client), which drops the task.
+  void deliver(std::size_t index, task_output out) {
     if (!queue_events(out.event_count)) return;
     if (!out.finished) {
-      // A fast stream's events may wait a little to go out together (stream_pacer).
+      // A fast stream's events may wait a little to go out together (stream_pacer); a choice's
+      // first events (its time to first token) never wait.
       if (out.event_count == 0) return;
-      if (pacer_.on_events(out.event_count, steady::now()) == stream_pacer::verdict::hold) {
+      if (index >= choices_opened_.size()) choices_opened_.resize(index + 1, false);
+      const bool opens = !choices_opened_[index];
+      choices_opened_[index] = true;
+      if (pacer_.on_events(out.event_count, opens, steady::now()) ==
+          stream_pacer::verdict::hold) {
         if (!stream_timer_armed_) arm_stream_timer();
         return;
       }
@@ -645,7 +650,8 @@ class http_connection final : public connection,
     stream_done_ = false;
     log_access();
     stream_started_ = false;
-    pacer_.reset();
+    pacer_.release();
+    choices_opened_.clear();
     if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
@@ -807,6 +813,8 @@ class http_connection final : public connection,
   // Whether a stream's events go out now or wait for the following ones.
   stream_pacer pacer_;
   bool stream_timer_armed_ = false;
+  // The stream's choices that sent an event (by index).
+  std::vector<bool> choices_opened_;
   uint64_t idle_generation_ = 0;
   uint64_t head_generation_ = 0;
   // No request was read yet: its head is due from the connection's start.

@@ -58,8 +58,8 @@ struct server_options {
   std::size_t max_stream_buffer_bytes =
       static_cast<std::size_t>(config::server{}.max_stream_buffer_bytes);
   /// The most stream events gathered into one socket write (see stream_pacer.hpp): a fast
-  /// stream's events wait at most `stream_delay` to go out together, except its first, which
-  /// goes at once, and its end, which takes the rest along. Fewer writes cost less CPU on both
+  /// stream's events wait at most `stream_delay` to go out together, except each choice's
+  /// first, which goes at once, and the stream's end, which takes the rest along. Fewer writes cost less CPU on both
   /// sides. 1, or a zero delay, writes every step's events as they come.
   std::size_t stream_interval = static_cast<std::size_t>(config::server{}.stream_interval);
   /// The longest a stream event waits to be gathered with the following ones.

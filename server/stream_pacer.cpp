@@ -6,14 +6,13 @@ namespace conveyor::server {
 stream_pacer::stream_pacer(std::size_t max_events, clock::duration max_delay)
     : max_events_(max_events), max_delay_(max_delay) {}
 
-stream_pacer::verdict stream_pacer::on_events(std::size_t events, clock::time_point now) {
-  const bool first = !started_;
+stream_pacer::verdict stream_pacer::on_events(std::size_t events, bool opens,
+                                              clock::time_point now) {
   const auto gap = now - last_arrival_;
-  started_ = true;
   last_arrival_ = now;
   const bool was_holding = waiting_ > 0;
   waiting_ += events;
-  const bool write = first || !can_hold() || waiting_ >= max_events_ || gap * 2 >= max_delay_ ||
+  const bool write = opens || !can_hold() || waiting_ >= max_events_ || gap * 2 >= max_delay_ ||
                      (was_holding && now - oldest_ >= max_delay_);
   if (write) {
     waiting_ = 0;
@@ -21,11 +20,6 @@ stream_pacer::verdict stream_pacer::on_events(std::size_t events, clock::time_po
   }
   if (!was_holding) oldest_ = now;
   return verdict::hold;
-}
-
-void stream_pacer::reset() {
-  waiting_ = 0;
-  started_ = false;
 }
 
 }  // namespace conveyor::server

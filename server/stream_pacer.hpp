@@ -9,7 +9,8 @@ namespace conveyor::server {
 
 /// Decides, event by event, whether a stream's events are written now or wait to go out with
 /// the following ones. An event waits only while all of these hold:
-/// - it is not the stream's first event (the time to first token never waits);
+/// - it does not open one of the stream's choices (a choice's first events, its time to first
+///   token, never wait);
 /// - fewer than `max_events` events wait, this one included;
 /// - the stream is fast: this event came less than half of `max_delay` after the one before
 ///   (a slower stream would gain little from gathering and only be delayed);
@@ -32,8 +33,8 @@ class stream_pacer {
 
   stream_pacer(std::size_t max_events, clock::duration max_delay);
 
-  /// `events` (at least one) arrived at `now`.
-  verdict on_events(std::size_t events, clock::time_point now);
+  /// `events` (at least one) arrived at `now`; `opens`: they are the first of their choice.
+  verdict on_events(std::size_t events, bool opens, clock::time_point now);
 
   /// Events wait.
   bool holding() const { return waiting_ > 0; }
@@ -45,9 +46,6 @@ class stream_pacer {
   /// The waiting events were written (the deadline passed, or the stream ended).
   void release() { waiting_ = 0; }
 
-  /// A new stream starts: its first event goes at once again.
-  void reset();
-
   /// Whether any event can ever wait with these settings (else the writer need not hold).
   bool can_hold() const { return max_events_ > 1 && max_delay_ > clock::duration::zero(); }
 
@@ -55,7 +53,6 @@ class stream_pacer {
   std::size_t max_events_;
   clock::duration max_delay_;
   std::size_t waiting_ = 0;
-  bool started_ = false;
   clock::time_point last_arrival_{};
   clock::time_point oldest_{};
 };

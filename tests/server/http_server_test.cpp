@@ -837,7 +837,11 @@ TEST_F(http_server_test, a_waiting_stream_event_goes_out_at_its_deadline_without
   test_client c{port};
   ASSERT_TRUE(
       c.send_request("POST", "/v1/completions", completion("w0 w1 w2", 3, true)));
-  backend.allow_tokens(2);
+  // The first token goes at once; once the client has it (so that the second cannot join the
+  // first write), the second comes.
+  backend.allow_tokens(1);
+  ASSERT_TRUE(c.read_until("\"w0\"")) << c.raw();
+  backend.allow_tokens(1);
   ASSERT_TRUE(c.read_until("\" w1\"", std::chrono::seconds{30})) << c.raw();
   EXPECT_EQ(c.raw().find("\" w2\""), std::string::npos);
   backend.allow_tokens(1);
@@ -846,6 +850,28 @@ TEST_F(http_server_test, a_waiting_stream_event_goes_out_at_its_deadline_without
   const auto r = collect(got.body);
   EXPECT_EQ(r.text.at(0), "w0 w1 w2");
   EXPECT_TRUE(r.done);
+}
+
+TEST_F(http_server_test, each_choices_first_token_goes_out_at_once_while_others_wait) {
+  // Two prompts, each answering one token and then generating nothing more until cancelled.
+  // The second choice's token comes after the client has read the first one's, right after
+  // it: with a delay of an hour, a choice's first token that waited would not come here.
+  server_options o;
+  o.stream_interval = 16;
+  o.stream_delay = std::chrono::hours{1};
+  start(o);
+  fake_backend::settings s;
+  s.hang = true;
+  s.paced = true;
+  backend.configure(s);
+  test_client c{port};
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions",
+                             completion(json::array({"a0", "b0"}), 5, true)));
+  backend.allow_tokens(1);
+  ASSERT_TRUE(c.read_until("\n\n")) << c.raw();
+  backend.allow_tokens(1);
+  ASSERT_TRUE(c.read_until("\"a0\"")) << c.raw();
+  ASSERT_TRUE(c.read_until("\"b0\"")) << c.raw();
 }
 
 // -- whole steps (issue 15): a step's events posted and written together ---------------------------

@@ -13,9 +13,9 @@ using clock = stream_pacer::clock;
 
 const clock::time_point t0 = clock::time_point{} + 1h;
 
-TEST(stream_pacer, the_first_event_goes_at_once) {
+TEST(stream_pacer, a_streams_first_event_goes_at_once) {
   stream_pacer p{16, 2ms};
-  EXPECT_EQ(p.on_events(1, t0), verdict::write);
+  EXPECT_EQ(p.on_events(1, true, t0), verdict::write);
   EXPECT_FALSE(p.holding());
 }
 
@@ -24,60 +24,60 @@ TEST(stream_pacer, a_fast_streams_events_wait_until_the_oldest_is_due) {
   // deadline is the first waiting event's arrival plus the delay; an event coming after the
   // deadline takes all of them along.
   stream_pacer p{16, 2ms};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
-  EXPECT_EQ(p.on_events(1, t0 + 400us), verdict::hold);
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
+  EXPECT_EQ(p.on_events(1, false, t0 + 400us), verdict::hold);
   EXPECT_TRUE(p.holding());
   EXPECT_EQ(p.deadline(), t0 + 2400us);
   for (auto at : {800us, 1200us, 1600us, 2000us})
-    EXPECT_EQ(p.on_events(1, t0 + at), verdict::hold) << at.count();
+    EXPECT_EQ(p.on_events(1, false, t0 + at), verdict::hold) << at.count();
   EXPECT_EQ(p.deadline(), t0 + 2400us) << "the deadline is the oldest event's";
-  EXPECT_EQ(p.on_events(1, t0 + 2400us), verdict::write);
+  EXPECT_EQ(p.on_events(1, false, t0 + 2400us), verdict::write);
   EXPECT_FALSE(p.holding());
   // The next round's deadline starts from its own first event.
-  EXPECT_EQ(p.on_events(1, t0 + 2800us), verdict::hold);
+  EXPECT_EQ(p.on_events(1, false, t0 + 2800us), verdict::hold);
   EXPECT_EQ(p.deadline(), t0 + 4800us);
 }
 
 TEST(stream_pacer, the_timer_releases_what_waits) {
   stream_pacer p{16, 2ms};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
-  ASSERT_EQ(p.on_events(1, t0 + 100us), verdict::hold);
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
+  ASSERT_EQ(p.on_events(1, false, t0 + 100us), verdict::hold);
   p.release();
   EXPECT_FALSE(p.holding());
   // After a release the next fast event waits again, with a new deadline.
-  EXPECT_EQ(p.on_events(1, t0 + 2200us), verdict::write) << "2.1 ms after the one before: slow";
-  EXPECT_EQ(p.on_events(1, t0 + 2300us), verdict::hold);
+  EXPECT_EQ(p.on_events(1, false, t0 + 2200us), verdict::write) << "2.1 ms after the one before: slow";
+  EXPECT_EQ(p.on_events(1, false, t0 + 2300us), verdict::hold);
   EXPECT_EQ(p.deadline(), t0 + 4300us);
 }
 
 TEST(stream_pacer, a_slow_stream_is_written_event_by_event) {
   // Events 1 ms or more apart with a 2 ms delay: gathering would only delay them.
   stream_pacer p{16, 2ms};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
   for (int i = 1; i < 10; ++i)
-    EXPECT_EQ(p.on_events(1, t0 + i * 1ms), verdict::write) << i;
-  EXPECT_EQ(p.on_events(1, t0 + 9999us), verdict::hold) << "0.999 ms after the one before";
+    EXPECT_EQ(p.on_events(1, false, t0 + i * 1ms), verdict::write) << i;
+  EXPECT_EQ(p.on_events(1, false, t0 + 9999us), verdict::hold) << "0.999 ms after the one before";
 }
 
 TEST(stream_pacer, an_event_after_a_pause_takes_the_waiting_ones_along) {
   stream_pacer p{16, 10ms};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
-  ASSERT_EQ(p.on_events(1, t0 + 1ms), verdict::hold);
-  ASSERT_EQ(p.on_events(1, t0 + 2ms), verdict::hold);
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
+  ASSERT_EQ(p.on_events(1, false, t0 + 1ms), verdict::hold);
+  ASSERT_EQ(p.on_events(1, false, t0 + 2ms), verdict::hold);
   // 5 ms later (half the delay): the stream slowed down, everything goes.
-  EXPECT_EQ(p.on_events(1, t0 + 7ms), verdict::write);
+  EXPECT_EQ(p.on_events(1, false, t0 + 7ms), verdict::write);
   EXPECT_FALSE(p.holding());
 }
 
 TEST(stream_pacer, at_most_max_events_go_in_one_write) {
   stream_pacer p{3, 1s};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
-  EXPECT_EQ(p.on_events(1, t0 + 1ms), verdict::hold);
-  EXPECT_EQ(p.on_events(1, t0 + 2ms), verdict::hold);
-  EXPECT_EQ(p.on_events(1, t0 + 3ms), verdict::write) << "the third waiting event";
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
+  EXPECT_EQ(p.on_events(1, false, t0 + 1ms), verdict::hold);
+  EXPECT_EQ(p.on_events(1, false, t0 + 2ms), verdict::hold);
+  EXPECT_EQ(p.on_events(1, false, t0 + 3ms), verdict::write) << "the third waiting event";
   // A step of several events counts them all.
-  EXPECT_EQ(p.on_events(2, t0 + 4ms), verdict::hold);
-  EXPECT_EQ(p.on_events(2, t0 + 5ms), verdict::write);
+  EXPECT_EQ(p.on_events(2, false, t0 + 4ms), verdict::hold);
+  EXPECT_EQ(p.on_events(2, false, t0 + 5ms), verdict::write);
 }
 
 TEST(stream_pacer, one_event_or_no_delay_writes_everything_at_once) {
@@ -85,19 +85,21 @@ TEST(stream_pacer, one_event_or_no_delay_writes_everything_at_once) {
                                std::pair{std::size_t{16}, clock::duration::zero()}}) {
     stream_pacer p{events, delay};
     EXPECT_FALSE(p.can_hold());
-    for (int i = 0; i < 5; ++i) EXPECT_EQ(p.on_events(1, t0 + i * 1us), verdict::write) << i;
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(p.on_events(1, i == 0, t0 + i * 1us), verdict::write) << i;
   }
   EXPECT_TRUE((stream_pacer{2, 1ms}.can_hold()));
 }
 
-TEST(stream_pacer, a_new_stream_starts_with_its_first_event_at_once) {
+TEST(stream_pacer, each_choices_first_events_go_at_once) {
+  // A request with several choices: each one's first events (its time to first token) go at
+  // once even while others wait, and take the waiting ones along.
   stream_pacer p{16, 2ms};
-  ASSERT_EQ(p.on_events(1, t0), verdict::write);
-  ASSERT_EQ(p.on_events(1, t0 + 10us), verdict::hold);
-  p.release();
-  p.reset();
-  EXPECT_EQ(p.on_events(1, t0 + 20us), verdict::write);
-  EXPECT_EQ(p.on_events(1, t0 + 30us), verdict::hold);
+  ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
+  ASSERT_EQ(p.on_events(1, false, t0 + 10us), verdict::hold);
+  EXPECT_EQ(p.on_events(1, true, t0 + 20us), verdict::write);
+  EXPECT_FALSE(p.holding());
+  EXPECT_EQ(p.on_events(1, false, t0 + 30us), verdict::hold);
 }
 
 TEST(stream_pacer, no_event_waits_past_its_deadline) {
@@ -122,7 +124,7 @@ TEST(stream_pacer, no_event_waits_past_its_deadline) {
     }
     now = next;
     waiting.push_back(now);
-    if (p.on_events(1, now) == verdict::write) write_all(now);
+    if (p.on_events(1, i == 0, now) == verdict::write) write_all(now);
   }
   EXPECT_LE(longest, clock::duration{delay});
   EXPECT_GT(longest, clock::duration{delay} / 2) << "events did wait";
