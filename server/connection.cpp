@@ -130,7 +130,8 @@ class http_connection final : public connection,
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
     if (auto* task = live_task(serial, index))
-      deliver(index, task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
+      deliver(index,
+              task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
   }
 
   // One step of one choice: its events in the order of the single callbacks, written together.
@@ -460,8 +461,7 @@ class http_connection final : public connection,
       if (index >= choices_opened_.size()) choices_opened_.resize(index + 1, false);
       const bool opens = !choices_opened_[index];
       choices_opened_[index] = true;
-      if (pacer_.on_events(out.event_count, opens, steady::now()) ==
-          stream_pacer::verdict::hold) {
+      if (pacer_.on_events(out.event_count, opens, steady::now()) == stream_pacer::verdict::hold) {
         if (!stream_timer_armed_) arm_stream_timer();
         return;
       }
@@ -604,8 +604,7 @@ class http_connection final : public connection,
 
   void flush() {
     if (state_ == conn_state::closed || state_ == conn_state::lingering) return;
-    if (!writer_.flush([self = shared_from_this()](error_code ec) { self->on_write(ec); }))
-      return;
+    if (!writer_.flush([self = shared_from_this()](error_code ec) { self->on_write(ec); })) return;
     write_started_ = steady::now();
     if (!write_watch_armed_) watch_write(st_.options.idle_timeout);
   }

@@ -91,6 +91,20 @@ class http_server_test : public ::testing::Test {
     ASSERT_NE(port, 0);
   }
 
+  // A server whose streams' events wait up to `delay` (16 at most), and a backend whose tokens
+  // each wait for `allow_tokens`; with `hang` it generates nothing after the prompt's words
+  // until cancelled.
+  void start_paced(std::chrono::milliseconds delay, bool hang) {
+    server_options o;
+    o.stream_interval = 16;
+    o.stream_delay = delay;
+    start(o);
+    fake_backend::settings s;
+    s.paced = true;
+    s.hang = hang;
+    backend.configure(s);
+  }
+
   std::optional<http_reply> post(const std::string& body) {
     test_client c{port};
     return c.request("POST", "/v1/completions", body);
@@ -286,8 +300,7 @@ TEST_F(http_server_test, pipelined_requests_are_answered_in_order) {
 TEST_F(http_server_test, http10_streams_are_close_delimited) {
   start();
   test_client c{port};
-  ASSERT_TRUE(
-      c.send_request("POST", "/v1/completions", completion("x y z", 3, true), {}, 10));
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions", completion("x y z", 3, true), {}, 10));
   auto reply = c.read_response();
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->header("transfer-encoding"), "");
@@ -783,9 +796,9 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     std::size_t interval;
     std::chrono::milliseconds delay;
   };
-  for (const auto [interval, delay] : {pacing{1, std::chrono::milliseconds{1000}},
-                                       pacing{3, std::chrono::milliseconds{0}},
-                                       pacing{3, std::chrono::milliseconds{1000}}}) {
+  for (const auto [interval, delay] :
+       {pacing{1, std::chrono::milliseconds{1000}}, pacing{3, std::chrono::milliseconds{0}},
+        pacing{3, std::chrono::milliseconds{1000}}}) {
     SCOPED_TRACE(std::to_string(interval) + " events, " + std::to_string(delay.count()) + " ms");
     server_options o;
     o.stream_interval = interval;
@@ -797,8 +810,8 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
     backend.configure(s);
     const int before = backend.tokens_sent();
     test_client c{port};
-    ASSERT_TRUE(c.send_request("POST", "/v1/completions",
-                               completion("w0 w1 w2 w3 w4 w5 w6", 7, true)));
+    ASSERT_TRUE(
+        c.send_request("POST", "/v1/completions", completion("w0 w1 w2 w3 w4 w5 w6", 7, true)));
     backend.allow_tokens(1);
     ASSERT_TRUE(c.read_until("\"w0\""));
     for (int i = 1; i < 7; ++i) {
@@ -824,19 +837,12 @@ TEST_F(http_server_test, a_stream_interval_gathers_events_into_fewer_writes) {
 }
 
 TEST_F(http_server_test, a_waiting_stream_event_goes_out_at_its_deadline_without_a_next_one) {
-  // The second token comes right after the first and waits (a fast stream); the backend then
+  // The second token comes soon after the first and waits (a fast stream); the backend then
   // sends nothing more until the client has read it, so only the connection's timer can write
   // it. The delay (a second) is far longer than the gap between the two tokens.
-  server_options o;
-  o.stream_interval = 16;
-  o.stream_delay = std::chrono::milliseconds{1000};
-  start(o);
-  fake_backend::settings s;
-  s.paced = true;
-  backend.configure(s);
+  start_paced(std::chrono::milliseconds{1000}, false);
   test_client c{port};
-  ASSERT_TRUE(
-      c.send_request("POST", "/v1/completions", completion("w0 w1 w2", 3, true)));
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions", completion("w0 w1 w2", 3, true)));
   // The first token goes at once; once the client has it (so that the second cannot join the
   // first write), the second comes.
   backend.allow_tokens(1);
@@ -856,17 +862,10 @@ TEST_F(http_server_test, each_choices_first_token_goes_out_at_once_while_others_
   // Two prompts, each answering one token and then generating nothing more until cancelled.
   // The second choice's token comes after the client has read the first one's, right after
   // it: with a delay of an hour, a choice's first token that waited would not come here.
-  server_options o;
-  o.stream_interval = 16;
-  o.stream_delay = std::chrono::hours{1};
-  start(o);
-  fake_backend::settings s;
-  s.hang = true;
-  s.paced = true;
-  backend.configure(s);
+  start_paced(std::chrono::hours{1}, true);
   test_client c{port};
-  ASSERT_TRUE(c.send_request("POST", "/v1/completions",
-                             completion(json::array({"a0", "b0"}), 5, true)));
+  ASSERT_TRUE(
+      c.send_request("POST", "/v1/completions", completion(json::array({"a0", "b0"}), 5, true)));
   backend.allow_tokens(1);
   ASSERT_TRUE(c.read_until("\n\n")) << c.raw();
   backend.allow_tokens(1);
@@ -874,7 +873,8 @@ TEST_F(http_server_test, each_choices_first_token_goes_out_at_once_while_others_
   ASSERT_TRUE(c.read_until("\"b0\"")) << c.raw();
 }
 
-// -- whole steps (issue 15): a step's events posted and written together ---------------------------
+// -- whole steps (issue 15): a step's events posted and written together
+// ---------------------------
 
 TEST_F(http_server_test, whole_steps_stream_completely_and_in_order) {
   start();

@@ -45,7 +45,8 @@ TEST(stream_pacer, the_timer_releases_what_waits) {
   p.release();
   EXPECT_FALSE(p.holding());
   // After a release the next fast event waits again, with a new deadline.
-  EXPECT_EQ(p.on_events(1, false, t0 + 2200us), verdict::write) << "2.1 ms after the one before: slow";
+  EXPECT_EQ(p.on_events(1, false, t0 + 2200us), verdict::write)
+      << "2.1 ms after the one before: slow";
   EXPECT_EQ(p.on_events(1, false, t0 + 2300us), verdict::hold);
   EXPECT_EQ(p.deadline(), t0 + 4300us);
 }
@@ -54,8 +55,7 @@ TEST(stream_pacer, a_slow_stream_is_written_event_by_event) {
   // Events 1 ms or more apart with a 2 ms delay: gathering would only delay them.
   stream_pacer p{16, 2ms};
   ASSERT_EQ(p.on_events(1, true, t0), verdict::write);
-  for (int i = 1; i < 10; ++i)
-    EXPECT_EQ(p.on_events(1, false, t0 + i * 1ms), verdict::write) << i;
+  for (int i = 1; i < 10; ++i) EXPECT_EQ(p.on_events(1, false, t0 + i * 1ms), verdict::write) << i;
   EXPECT_EQ(p.on_events(1, false, t0 + 9999us), verdict::hold) << "0.999 ms after the one before";
 }
 
