@@ -158,13 +158,12 @@ struct server {
   /// Bytes of a stream that may wait unsent for a slow client; beyond this its requests are
   /// cancelled and its connection is closed.
   int64_t max_stream_buffer_bytes = 1048576;
-  /// The most stream events gathered into one socket write; 1 writes each step's events as
-  /// they come.
+  /// The most events of a stream that wait to be written together: the one that makes this many
+  /// goes at once with the others; 1 writes each step's events as they come.
   int64_t stream_interval = 16;
-  /// The longest a stream event waits to be gathered with the following ones, in
-  /// milliseconds; 0 writes each step's events as they come. Only a fast stream's events
-  /// wait (ones coming less than half this apart); each choice's first event and the stream's end
-  /// go at once.
+  /// The longest a stream event waits to be written with the following ones, in milliseconds;
+  /// 0 writes each step's events as they come. Only a fast stream's events wait (ones coming
+  /// less than half this apart); each choice's first event and the stream's end go at once.
   int64_t stream_delay_ms = 2;
   /// The most prompts in one completion request's prompt array.
   int64_t max_prompts = 64;

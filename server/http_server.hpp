@@ -57,10 +57,10 @@ struct server_options {
   /// requests are cancelled and its connection is closed.
   std::size_t max_stream_buffer_bytes =
       static_cast<std::size_t>(config::server{}.max_stream_buffer_bytes);
-  /// The most stream events gathered into one socket write (see stream_pacer.hpp): a fast
-  /// stream's events wait at most `stream_delay` to go out together, except each choice's
-  /// first, which goes at once, and the stream's end, which takes the rest along. Fewer writes cost less CPU on both
-  /// sides. 1, or a zero delay, writes every step's events as they come.
+  /// The most events of a stream that wait to be written together (see stream_pacer.hpp): a
+  /// fast stream's events wait at most `stream_delay` to go out together, except each choice's
+  /// first, which goes at once, and the stream's end, which takes the rest along. Fewer writes
+  /// cost less CPU on both sides. 1, or a zero delay, writes every step's events as they come.
   std::size_t stream_interval = static_cast<std::size_t>(config::server{}.stream_interval);
   /// The longest a stream event waits to be gathered with the following ones.
   std::chrono::milliseconds stream_delay{config::server{}.stream_delay_ms};
@@ -73,10 +73,11 @@ struct server_options {
   std::shared_ptr<const chat::chat_template> chat_template;
 };
 
-/// An HTTP/1.1 server for `POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` and
-/// `GET /metrics` (see docs/http-api.md). Connections are keep-alive; each is served on its
-/// own strand, and every backend event is posted onto that strand. Member functions are
-/// thread-safe, but none may be called from inside a backend callback.
+/// An HTTP/1.1 server for `POST /v1/completions`, `POST /v1/chat/completions`,
+/// `GET /v1/models`, `GET /health` and `GET /metrics` (see docs/http-api.md). Connections are
+/// keep-alive; each is served on its own strand, and every backend event is posted onto that
+/// strand. Member functions are thread-safe, but none may be called from inside a backend
+/// callback.
 class http_server {
  public:
   /// Makes a server for `backend`, which must outlive it. Nothing listens before `start`.
