@@ -2,6 +2,10 @@
 // that none waits past its deadline.
 #include "server/stream_pacer.hpp"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace conveyor::server {
