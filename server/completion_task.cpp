@@ -81,11 +81,20 @@ task_output with_payloads(task_output out, const std::string& sse) {
 
 }  // namespace
 
+void completion_task::open_choice_event(std::size_t index, task_output& out, std::string& sse) {
+  auto& choice = choices_[index];
+  if (!choice.opened) {
+    choice.opened = true;
+    out.opens_choice = true;
+  }
+  open_event(sse, out);
+}
+
 void completion_task::add_role(std::size_t index, task_output& out, std::string& sse) {
   auto& choice = choices_[index];
   if (meta_.kind != api_kind::chat_completions || choice.role_sent) return;
   choice.role_sent = true;
-  open_event(sse, out);
+  open_choice_event(index, out, sse);
   detail::append_role_chunk(sse, meta_, index);
   close_event(sse);
 }
@@ -96,7 +105,7 @@ void completion_task::add_echo(std::size_t index, task_output& out, std::string&
   if (!choice.echo) return;
   choice.echo = false;
   if (stream_) {
-    open_event(sse, out);
+    open_choice_event(index, out, sse);
     append_chunk(sse, meta_, index, choice.echo_text, std::nullopt, prompt);
     close_event(sse);
   } else {
@@ -146,7 +155,7 @@ task_output completion_task::on_text(std::size_t index, std::string_view text, s
   }
   if (text.empty()) return out;
   add_role(index, out, sse);
-  open_event(sse, out);
+  open_choice_event(index, out, sse);
   if (const auto* logprobs = pending(index); logprobs && !logprobs->tokens.empty())
     append_chunk(sse, meta_, index, text, std::nullopt, logprobs);
   else
@@ -171,7 +180,7 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   add_echo(index, out, sse);
   if (stream_) {
     add_role(index, out, sse);
-    open_event(sse, out);
+    open_choice_event(index, out, sse);
     append_chunk(sse, meta_, index, "", std::string_view{choice.finish_reason}, pending(index));
     close_event(sse);
     choice.part = {};

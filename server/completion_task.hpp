@@ -24,6 +24,8 @@ struct task_output {
   std::vector<std::string> events;
   /// Events written into the `sse` buffer.
   std::size_t event_count = 0;
+  /// The events include their choice's first stream event (its time to first token).
+  bool opens_choice = false;
   /// The task is over: a stream ends after `events`, a plain answer is `body`.
   bool finished = false;
   /// The whole JSON answer of a plain (not streamed) completion, once finished.
@@ -101,6 +103,8 @@ class completion_task {
     bool done = false;
     // A chat stream sent this choice's first chunk (the assistant role).
     bool role_sent = false;
+    // A stream event of this choice was written.
+    bool opened = false;
     // -- log-probabilities and echo (issue 14) --
     // The prompt to send back before the completion (`echo`), until it was sent.
     bool echo = false;
@@ -113,6 +117,8 @@ class completion_task {
     std::size_t offset = 0;
   };
 
+  // Opens a stream event of choice `index` in `sse` (`out.opens_choice` when it is the first).
+  void open_choice_event(std::size_t index, task_output& out, std::string& sse);
   // A chat stream opens each choice with a chunk carrying the assistant role.
   void add_role(std::size_t index, task_output& out, std::string& sse);
   // An echoing choice opens with its prompt (a stream chunk, with the prompt's log-probabilities

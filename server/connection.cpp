@@ -118,20 +118,19 @@ class http_connection final : public connection,
 
   void on_text(uint64_t serial, std::size_t index, std::string text) {
     if (auto* task = live_task(serial, index))
-      deliver(index, task->on_text(index, text, writer_.stream_buffer()));
+      deliver(task->on_text(index, text, writer_.stream_buffer()));
   }
 
   void on_logprobs(uint64_t serial, std::size_t index, std::vector<token_logprob> entries,
                    bool prompt) {
     if (auto* task = live_task(serial, index))
-      deliver(index, task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
+      deliver(task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
   }
 
   void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
                  completion_usage usage) {
     if (auto* task = live_task(serial, index))
-      deliver(index,
-              task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
+      deliver(task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
   }
 
   // One step of one choice: its events in the order of the single callbacks, written together.
@@ -139,12 +138,15 @@ class http_connection final : public connection,
     auto* task = live_task(serial, index);
     if (!task) return;
     auto& sse = writer_.stream_buffer();
-    std::size_t events = 0;
+    task_output parts;  // the events before the last part's
+    auto add = [&parts](const task_output& part) {
+      parts.event_count += part.event_count;
+      parts.opens_choice = parts.opens_choice || part.opens_choice;
+    };
     if (!step.prompt_logprobs.empty())
-      events += task->on_logprobs(index, std::move(step.prompt_logprobs), true, sse).event_count;
-    if (!step.logprobs.empty())
-      events += task->on_logprobs(index, std::move(step.logprobs), false, sse).event_count;
-    if (!step.text.empty()) events += task->on_text(index, step.text, sse).event_count;
+      add(task->on_logprobs(index, std::move(step.prompt_logprobs), true, sse));
+    if (!step.logprobs.empty()) add(task->on_logprobs(index, std::move(step.logprobs), false, sse));
+    if (!step.text.empty()) add(task->on_text(index, step.text, sse));
     task_output last;
     switch (step.end) {
       case completion_step::end_kind::none:
@@ -153,13 +155,14 @@ class http_connection final : public connection,
         last = task->on_finish(index, std::move(step.finish_reason), step.usage, sse);
         break;
       case completion_step::end_kind::failed:
-        if (!queue_events(events)) return;
+        if (!queue_events(parts.event_count)) return;
         task->on_error(index);
         fail_task(step.code, step.message);
         return;
     }
-    last.event_count += events;
-    deliver(index, std::move(last));
+    last.event_count += parts.event_count;
+    last.opens_choice = last.opens_choice || parts.opens_choice;
+    deliver(std::move(last));
   }
 
   void on_error(uint64_t serial, std::size_t index, ec code, std::string message) {
@@ -449,19 +452,17 @@ class http_connection final : public connection,
     return task_->accepts(index) ? task_.get() : nullptr;
   }
 
-  // Writes what the task answered to an event of choice `index` (its stream events are already
-  // in the writer's buffer); ends the task when it finished. Queueing may close the connection
+  // Writes what the task answered to an event (its stream events are already in the writer's
+  // buffer); ends the task when it finished. Queueing may close the connection
   // (a slow client), which drops the task.
-  void deliver(std::size_t index, task_output out) {
+  void deliver(task_output out) {
     if (!queue_events(out.event_count)) return;
     if (!out.finished) {
       // A fast stream's events may wait a little to go out together (stream_pacer); a choice's
       // first events (its time to first token) never wait.
       if (out.event_count == 0) return;
-      if (index >= choices_opened_.size()) choices_opened_.resize(index + 1, false);
-      const bool opens = !choices_opened_[index];
-      choices_opened_[index] = true;
-      if (pacer_.on_events(out.event_count, opens, steady::now()) == stream_pacer::verdict::hold) {
+      if (pacer_.on_events(out.event_count, out.opens_choice, steady::now()) ==
+          stream_pacer::verdict::hold) {
         if (!stream_timer_armed_) arm_stream_timer();
         return;
       }
@@ -650,7 +651,6 @@ class http_connection final : public connection,
     log_access();
     stream_started_ = false;
     pacer_.release();
-    choices_opened_.clear();
     if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
@@ -812,8 +812,6 @@ class http_connection final : public connection,
   // Whether a stream's events go out now or wait for the following ones.
   stream_pacer pacer_;
   bool stream_timer_armed_ = false;
-  // The stream's choices that sent an event (by index).
-  std::vector<bool> choices_opened_;
   uint64_t idle_generation_ = 0;
   uint64_t head_generation_ = 0;
   // No request was read yet: its head is due from the connection's start.

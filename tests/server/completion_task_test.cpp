@@ -105,6 +105,31 @@ TEST(completion_task, a_chat_stream_sends_the_role_first_then_usage_and_done) {
   EXPECT_EQ(end.events[2], "[DONE]");
 }
 
+TEST(completion_task, each_choices_first_stream_event_is_marked_as_opening_it) {
+  // The connection's stream pacer never holds a choice's first event (its time to first token).
+  recording_backend backend;
+  completion_task task{1, meta(api_kind::chat_completions), true, false, 3};
+  ASSERT_EQ(task.submit(backend, prompts({"a", "b", "c"}), no_events), std::nullopt);
+  auto first = task.on_text(0, "Hi");
+  EXPECT_EQ(first.events.size(), 2u) << "the role chunk, then the text";
+  EXPECT_TRUE(first.opens_choice);
+  EXPECT_FALSE(task.on_text(0, " there").opens_choice);
+  EXPECT_FALSE(task.on_text(1, "").opens_choice) << "an empty text writes nothing";
+  EXPECT_TRUE(task.on_text(1, "Yo").opens_choice) << "choice 1's first event";
+  EXPECT_FALSE(task.on_finish(1, "stop", {1, 1}).opens_choice);
+  auto only_end = task.on_finish(2, "length", {1, 0});
+  EXPECT_TRUE(only_end.opens_choice) << "a choice whose first event is its end";
+  EXPECT_FALSE(only_end.finished);
+}
+
+TEST(completion_task, a_plain_answer_marks_no_stream_event) {
+  recording_backend backend;
+  completion_task task{1, meta(api_kind::completions), false, false, 1};
+  ASSERT_EQ(task.submit(backend, prompts({"a"}), no_events), std::nullopt);
+  EXPECT_FALSE(task.on_text(0, "Hi").opens_choice);
+  EXPECT_FALSE(task.on_finish(0, "stop", {1, 1}).opens_choice);
+}
+
 TEST(completion_task, a_backend_that_throws_is_named_and_cancel_reaches_the_running_choices) {
   recording_backend backend;
   backend.throw_at = 2;
