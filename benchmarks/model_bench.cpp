@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include "common/install_dirs.hpp"
+#include "model/blas_kernels.hpp"
 #include "model/cache_attention.hpp"
 #include "model/causal_lm.hpp"
 #include "model/packed_matmul.hpp"
@@ -331,6 +332,8 @@ BENCHMARK(bm_decode_at)
     ->UseRealTime();
 
 int main(int argc, char** argv) {
+  // The floors need OpenBLAS's kernels for this processor, as `conveyor` runs them.
+  restart_with_fitting_blas(argv);
   benchmark::Initialize(&argc, argv);
   // Every core computes, as `conveyor serve` and `bench` do by default; CONVEYOR_THREADS=N
   // measures N threads instead.

@@ -3,12 +3,14 @@
 #include <link.h>
 #include <sys/stat.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
 #include <ATen/Parallel.h>
 
 #include "common/install_dirs.hpp"
+#include "model/blas_kernels.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "model/packed_matmul.hpp"
@@ -183,6 +185,12 @@ std::string compute_backend_description() {
   } else {
     os << "BLAS: unknown";
   }
+  const std::string core = blas_core();
+  // (Unless the user chose the kernels.)
+  if (const std::string fitting = fitting_blas_core(core, processor_vector_features());
+      !fitting.empty() && std::getenv("OPENBLAS_CORETYPE") == nullptr)
+    os << "; warning: OpenBLAS runs its " << core << " kernels on a processor that fits " << fitting
+       << " (several times faster): set OPENBLAS_CORETYPE=" << fitting;
   os << "; libraries:";
   for (const auto& lib : libs) os << ' ' << lib;
   os << "; torch intra-op threads " << at::get_num_threads() << "; compute pool threads "

@@ -1,10 +1,12 @@
 // The real `conveyor generate`, `config` and `serve` programs: exact output, clear errors.
 #include <sys/stat.h>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "model/blas_kernels.hpp"
 #include "tests/apps/conveyor_process.hpp"
 
 using namespace conveyor::app::test;
@@ -47,6 +49,32 @@ TEST(generate, a_bf16_kv_cache_prints_the_same_greedy_story) {
   auto bad = run_conveyor("generate -p hi --kv-cache-dtype fp8");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--kv-cache-dtype"), std::string::npos) << bad.err;
+}
+
+// The program's OpenBLAS runs kernels that fit the processor: Debian 12's OpenBLAS falls back to
+// its SSE3 ("Prescott") kernels on a processor newer than it, several times slower, and
+// `conveyor` then starts again with OPENBLAS_CORETYPE set (model/blas_kernels.hpp). A type the
+// user sets is kept.
+TEST(generate, openblas_runs_kernels_that_fit_the_processor) {
+  auto config_of = [](const std::string& err) {
+    const auto at = err.find("BLAS: OpenBLAS (");
+    return at == std::string::npos ? std::string{} : err.substr(at, err.find(')', at) - at);
+  };
+  auto r = run_conveyor("generate -p hi -n 2 -t 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = config_of(r.err);
+  if (config.empty()) GTEST_SKIP() << "not built with OpenBLAS: " << r.err;
+  const auto f = conveyor::model::processor_vector_features();
+  if (f.avx2_fma) {
+    EXPECT_EQ(config.find(" Prescott "), std::string::npos) << config;
+  }
+  EXPECT_EQ(r.err.find("warning: OpenBLAS runs its"), std::string::npos) << r.err;
+  if (!f.avx2_fma) return;  // Haswell's kernels would not run
+  ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  auto forced = run_conveyor("generate -p hi -n 2 -t 0");
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(config_of(forced.err).find(" Haswell "), std::string::npos) << forced.err;
 }
 
 TEST(generate, an_empty_prompt_prints_what_run_c_prints) {
