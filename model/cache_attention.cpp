@@ -33,8 +33,18 @@ CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
   // positions, so the eight scores stay in registers (four partial sums, for the multiply-add
   // latency) and the whole pass reads the head's keys as one contiguous run. The last block
   // may hold positions past `span` (stale or zero): their lanes are written and ignored.
+  // The cache is read from memory, not from the processor's caches, at a large batch: while the
+  // scores of a block are summed, the keys `ahead` blocks on and the values of the block's own
+  // positions (which the weighted sum below reads) are fetched, so that the two streams are in
+  // flight together and each restarts no prefetcher at a page's end.
+  constexpr int64_t line = 64 / sizeof(T), ahead = 2;
   for (int64_t t0 = 0; t0 < span; t0 += 8) {
     const T* block = keys_t + t0 * HS;
+    if (t0 + 8 * ahead < span)
+      for (int64_t l = 0; l < 8 * HS; l += line) __builtin_prefetch(block + 8 * ahead * HS + l);
+    const T* vblock = values + t0 * HS;
+    for (int64_t l = 0, n = std::min<int64_t>(8, span - t0) * HS; l < n; l += line)
+      __builtin_prefetch(vblock + l);
     for (int64_t j = 0; j < g; ++j) {
       const float* qj = q + j * HS;
       v8f acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
