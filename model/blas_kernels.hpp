@@ -27,7 +27,7 @@ vector_features processor_vector_features();
 /// named `chosen` (openblas_get_corename()), or "" when the choice stands. Only OpenBLAS's
 /// fallback for a processor it does not know, "Prescott", is replaced: by "Cooperlake" with
 /// AVX-512 BF16, "SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA. A choice the library made
-/// by name, or one the user forced, is left alone.
+/// by name is left alone (and restart_with_fitting_blas leaves alone what the user set).
 std::string fitting_blas_core(std::string_view chosen, const vector_features& features);
 
 /// The kernels the loaded OpenBLAS runs ("" without OpenBLAS).
