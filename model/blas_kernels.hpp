@@ -20,7 +20,7 @@ struct vector_features {
 };
 
 /// This processor's features (all false off x86-64), as the operating system lets programs use
-/// them.
+/// them; the packed kernels (packed_matmul.cpp) ask it for AVX-512 BF16 too.
 vector_features processor_vector_features();
 
 /// The OPENBLAS_CORETYPE that fits a processor with `features` after OpenBLAS chose the kernels

@@ -1,5 +1,6 @@
 // The packed weight layout and its matrix-product kernel (see packed_matmul.hpp).
 #include "model/packed_matmul.hpp"
+#include "model/blas_kernels.hpp"
 #include "model/huge_pages.hpp"
 #include "model/parallel_grain.hpp"
 #include "model/vector8.hpp"
@@ -301,7 +302,7 @@ void pair_panels_by_instruction(const uint32_t* x, int64_t m, const uint16_t* pa
 #pragma GCC pop_options
 
 bool processor_has_bf16_dot() {
-  return __builtin_cpu_supports("avx512bf16");
+  return processor_vector_features().avx512_bf16;
 }
 #else
 bool processor_has_bf16_dot() {
