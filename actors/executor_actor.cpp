@@ -154,14 +154,9 @@ executor_actor::behavior_type executor(executor_pointer self,
       [=](atom::step) {
         auto& st = self->state;
         st.step_scheduled = false;
-        pipeline::step_output out;
-        try {
-          out = st.core->step();
-        } catch (const std::exception& e) {
-          spdlog::error("executor {}: step failed: {}", st.core->name(), e.what());
-          st.core->abort_all(outcome::failed, ec::model_failure,
-                             std::string{"the model failed: "} + e.what(), out);
-        }
+        auto out = st.core->step();
+        if (!out.failure.empty())
+          spdlog::error("executor {}: step failed: {}", st.core->name(), out.failure);
         deliver(self, out);
         if (!st.core->has_work() && spdlog::should_log(spdlog::level::debug)) {
           // Going idle: what its steps were found to cost (pipeline/step_cost_model.hpp).

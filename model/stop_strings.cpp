@@ -6,8 +6,8 @@
 
 namespace conveyor::model {
 
-stop_string_matcher::stop_string_matcher(std::vector<std::string> stop_strings)
-    : stop_strings_(std::move(stop_strings)) {
+stop_string_matcher::stop_string_matcher(std::vector<std::string> stop_strings, bool armed)
+    : stop_strings_(std::move(stop_strings)), armed_(armed) {
   stop_strings_.erase(std::remove_if(stop_strings_.begin(), stop_strings_.end(),
                                      [](const std::string& s) { return s.empty(); }),
                       stop_strings_.end());
@@ -18,9 +18,11 @@ std::string stop_string_matcher::push(std::string_view chunk) {
   held_ += chunk;
   // Every earlier push left at most a proper prefix of a stop string held, so a stop string
   // found now starts inside `held_` and ends in the new chunk. The first to complete wins.
+  // Unarmed, a whole stop string is text like any other.
   size_t best_start = std::string::npos;
   size_t best_end = std::string::npos;
   for (const auto& stop : stop_strings_) {
+    if (!armed_) break;
     const size_t start = held_.find(stop);
     if (start == std::string::npos) continue;
     const size_t end = start + stop.size();

@@ -16,8 +16,13 @@ namespace conveyor::model {
 /// chunks. One instance per stream; not thread-safe.
 class stop_string_matcher {
  public:
-  /// Makes a matcher for `stop_strings`; empty ones are ignored.
-  explicit stop_string_matcher(std::vector<std::string> stop_strings);
+  /// Makes a matcher for `stop_strings`; empty ones are ignored. A matcher made not `armed`
+  /// finds no stop string until `arm()`, but holds back what could begin one, so that a stop
+  /// string that begins before `arm()` and ends after it is found (min_tokens).
+  explicit stop_string_matcher(std::vector<std::string> stop_strings, bool armed = true);
+
+  /// From now on a stop string that ends in the pushed text stops the stream, wherever it began.
+  void arm() { armed_ = true; }
 
   /// Feeds a chunk; returns the text that is now safe to emit (possibly ""). Once stopped,
   /// returns "" for every chunk.
@@ -45,6 +50,7 @@ class stop_string_matcher {
   /// Text received but not emitted: a possible start of a stop string.
   std::string held_;
   bool stopped_ = false;
+  bool armed_ = true;
   std::string matched_;
 };
 

@@ -1,6 +1,7 @@
 #include "pipeline/executor_core.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 
 namespace conveyor::pipeline {
@@ -54,7 +55,9 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     }
     const auto& p = req.params;
     model::sampler sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
-    model::stop_string_matcher stops{p.stop};
+    // Before min_tokens, stop strings do not end the sequence: the matcher is armed with the
+    // min_tokens-th token (emit), and finds a stop string that began before it.
+    model::stop_string_matcher stops{p.stop, p.min_tokens <= 0};
     // The first token follows the prompt's last (BOS alone for an empty prompt).
     const int32_t preceding = req.prompt.empty() ? -1 : req.prompt.back();
     auto s = std::make_unique<sequence>(sequence{std::move(req),
@@ -84,9 +87,6 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     if (settings.min_tokens > 0) settings.min_tokens_masked = s->end_ids;
     if (settings.active())
       s->processor = std::make_unique<model::logit_processor>(std::move(settings), s->req.prompt);
-    // Before min_tokens, stop strings do not end the sequence: the matcher starts empty and
-    // gets the stop strings with the min_tokens-th token (emit).
-    if (params.min_tokens > 0) s->stops = model::stop_string_matcher{{}};
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
   }
@@ -133,7 +133,14 @@ step_output executor_core::step() {
   for (auto& s : waiting_) boundary(*s);
   for (auto& s : running_) boundary(*s);
   release_ended();
-  run_step(out);
+  try {
+    run_step(out);
+  } catch (const std::exception& e) {
+    // The results gathered so far stay in `out`; every sequence still open ends with them.
+    out.failure = e.what();
+    abort_all(outcome::failed, ec::model_failure, "the model failed: " + out.failure, out);
+    return out;
+  }
   release_ended();
   return out;
 }
@@ -387,9 +394,9 @@ void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out
   }
   s.next_token = token;
   ++s.generated;
-  // min_tokens: stop strings count from the min_tokens-th token on, as vLLM checks them.
-  if (s.generated == s.req.params.min_tokens)
-    s.stops = model::stop_string_matcher{s.req.params.stop};
+  // min_tokens: stop strings that end in the min_tokens-th token or later count, as vLLM checks
+  // them.
+  if (s.generated == s.req.params.min_tokens) s.stops.arm();
   std::string text = s.stops.push(s.detokenizer.push(token));
   // The token that completes a stop string keeps its log-probability, though its text is cut.
   if (!text.empty() || !s.stops.stopped() || scored) {

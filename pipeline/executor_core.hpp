@@ -30,6 +30,9 @@ struct step_output {
   std::vector<request_result> results;
   std::vector<request_timing> request_timings;
   std::vector<step_timing> step_timings;
+  /// The model's error when the step's forward pass threw (every sequence then ended failed);
+  /// empty otherwise.
+  std::string failure;
   bool empty() const { return chunks.empty() && results.empty(); }
 };
 
@@ -78,6 +81,9 @@ class executor_core {
   /// One step: ends cancelled and expired sequences, then runs one forward pass over one token
   /// of every running sequence and the prompt tokens the step planner gives the step (chunks of
   /// the waiting prompts, first come first served; a static batch: every prompt whole, padded).
+  /// Never throws: when the model throws (out of memory, any torch error), every sequence not
+  /// yet ended ends failed with `ec::model_failure`, in the same output as those the step ended
+  /// before, and `failure` says what the model said.
   step_output step();
 
   /// Ends every sequence with `how` (shutdown, drain), reporting each.

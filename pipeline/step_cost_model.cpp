@@ -13,13 +13,33 @@ std::array<double, step_cost_model::terms> step_cost_model::features(const step_
           double(shape.attended) / 1000.0};
 }
 
+void step_cost_model::sums::decay(double keep) {
+  for (int i = 0; i < terms; ++i) {
+    for (int j = 0; j < terms; ++j) xx[i][j] *= keep;
+    xy[i] *= keep;
+  }
+}
+
+void step_cost_model::sums::add(const std::array<double, terms>& x, double ms) {
+  for (int i = 0; i < terms; ++i) {
+    for (int j = 0; j < terms; ++j) xx[i][j] += x[i] * x[j];
+    xy[i] += x[i] * ms;
+  }
+}
+
 void step_cost_model::observe(const step_shape& shape, double ms) {
   if (!std::isfinite(ms) || ms < 0) return;
   const auto x = features(shape);
-  const double keep = options_.forgetting;
-  for (int i = 0; i < terms; ++i) {
-    for (int j = 0; j < terms; ++j) xx_[i][j] = keep * xx_[i][j] + x[i] * x[j];
-    xy_[i] = keep * xy_[i] + x[i] * ms;
+  // Each step measures the fixed, per-row and attention costs: the decode-only steps before it
+  // weigh less. Only a step with prompt tokens measures their cost: the steps with prompt tokens
+  // before it weigh less only then. Both sets are weighted sums of steps, so their total stays a
+  // proper least-squares problem.
+  decode_only_.decay(options_.forgetting);
+  if (shape.prefill_tokens > 0) {
+    with_prompts_.decay(options_.forgetting);
+    with_prompts_.add(x, ms);
+  } else {
+    decode_only_.add(x, ms);
   }
   ++samples_;
   stale_ = true;
@@ -41,8 +61,9 @@ void step_cost_model::solve() const {
     double a[terms][terms + 1];
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j)
-        a[i][j] = xx_[index[i]][index[j]] + (i == j ? options_.ridge : 0.0);
-      a[i][n] = xy_[index[i]];
+        a[i][j] = decode_only_.xx[index[i]][index[j]] + with_prompts_.xx[index[i]][index[j]] +
+                  (i == j ? options_.ridge : 0.0);
+      a[i][n] = decode_only_.xy[index[i]] + with_prompts_.xy[index[i]];
     }
     // Gaussian elimination with partial pivoting.
     for (int col = 0; col < n; ++col) {

@@ -20,9 +20,12 @@ struct step_shape {
 
 /// The settings of a `step_cost_model`.
 struct step_cost_options {
-  /// The weight of a past step shrinks by this factor with each new one (1: never forgets);
-  /// 0.98 keeps about the last 50 steps in view, so the model follows a machine whose speed
-  /// changes (other load, other batch shapes).
+  /// The weight of a past step shrinks by this factor with each new step that measures what it
+  /// measured (1: never forgets); 0.98 keeps about the last 50 such steps in view, so the model
+  /// follows a machine whose speed changes (other load, other batch shapes). Steps that prefill
+  /// prompt tokens are the only ones that measure what a prompt token costs: they shrink only
+  /// with newer such steps, so a long run of decode-only steps (one long generation alone)
+  /// does not forget what prompts cost. Every step shrinks the decode-only steps before it.
   double forgetting = 0.98;
   /// Ridge term pulling each coefficient toward zero, in the units of the normal equations
   /// (milliseconds and the scaled features below). It keeps the fit defined when a term has not
@@ -33,7 +36,9 @@ struct step_cost_options {
 
 /// Step time (milliseconds) ~ c0 + c_row * decode_rows + c_token * prefill_tokens +
 /// c_attend * attended / 1000, fitted by exponentially weighted least squares (the normal
-/// equations kept as decayed sums, solved on change). Plain data, no clock: the executor
+/// equations kept as decayed sums, solved on change): the sums of decode-only steps and those
+/// of steps with prompt tokens are kept apart and forgotten at their own pace
+/// (`step_cost_options::forgetting`), and solved together. Plain data, no clock: the executor
 /// feeds it the shapes and durations it measured.
 class step_cost_model {
  public:
@@ -72,10 +77,18 @@ class step_cost_model {
   static std::array<double, terms> features(const step_shape& shape);
   void solve() const;
 
+  /// Decayed sums of x x^T and x * ms over some of the steps.
+  struct sums {
+    std::array<std::array<double, terms>, terms> xx{};
+    std::array<double, terms> xy{};
+    void decay(double keep);
+    void add(const std::array<double, terms>& x, double ms);
+  };
+
   step_cost_options options_;
-  // Decayed sums of x x^T and x * ms.
-  std::array<std::array<double, terms>, terms> xx_{};
-  std::array<double, terms> xy_{};
+  // Steps without prompt tokens, and steps with them.
+  sums decode_only_;
+  sums with_prompts_;
   int64_t samples_ = 0;
   // The solution of the current sums, computed when first asked for after a change.
   mutable coefficients fitted_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "common/deadline.hpp"
 #include "common/sampling.hpp"
@@ -236,6 +237,7 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
     if (bias->size() > limits::max_logit_bias_entries)
       fail("logit_bias", "'logit_bias' has " + std::to_string(bias->size()) + " entries, at most " +
                              std::to_string(limits::max_logit_bias_entries) + " are allowed");
+    std::unordered_map<int64_t, std::string> keys_of_ids;
     for (const auto& [key, value] : bias->items()) {
       const std::string param = "logit_bias." + key;
       // The keys are token ids written as strings, as OpenAI's clients send them: digits only.
@@ -256,6 +258,11 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
       const double b = value.get<double>();
       if (auto problem = logit_bias_problem(b); !problem.empty())
         fail(param, detail::quoted(param) + " " + problem);
+      // "7" and "07" are one token: its bias is given once, never added up.
+      if (auto [earlier, fresh] = keys_of_ids.emplace(id, key); !fresh)
+        fail(param, "'logit_bias' keys \"" + earlier->second + "\" and \"" + key +
+                        "\" are the same token id " + std::to_string(id) +
+                        ": give each token once");
       proto.logit_bias.push_back(token_bias{static_cast<int32_t>(id), static_cast<float>(b)});
     }
   }

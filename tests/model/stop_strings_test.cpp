@@ -140,4 +140,26 @@ TEST(stop_string_matcher, the_result_does_not_depend_on_chunking) {
   }
 }
 
+TEST(stop_string_matcher, unarmed_it_stops_on_nothing_but_finds_what_ends_after_arm) {
+  // "END" whole before arm() is text; "EN" held back; "D" after arm() completes "END".
+  stop_string_matcher m{{"END"}, false};
+  std::string out = m.push("aEND b");
+  out += m.push("EN");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(out, "aEND b");
+  EXPECT_EQ(m.held_bytes(), 2u);
+  m.arm();
+  out += m.push("D!");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.matched(), "END");
+  EXPECT_EQ(out, "aEND b");
+  // Unarmed and never armed, the text comes out whole.
+  stop_string_matcher never{{"END"}, false};
+  std::string whole = never.push("xEN");
+  whole += never.push("Dy");
+  whole += never.flush();
+  EXPECT_EQ(whole, "xENDy");
+  EXPECT_FALSE(never.stopped());
+}
+
 }  // namespace conveyor::model

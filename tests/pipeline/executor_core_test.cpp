@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -637,4 +638,97 @@ TEST_F(executor_core_test, a_prompt_without_tokens_is_refused_at_admission) {
   auto out = run(*core);
   EXPECT_EQ(out[2].tokens, expected.generated());
   EXPECT_EQ(out.count(1), 0u);
+}
+
+namespace {
+
+// The real model, which throws from its next forward pass when told to (as a CUDA out-of-memory
+// or any torch error would).
+class failing_model final : public model::causal_lm {
+ public:
+  explicit failing_model(std::unique_ptr<model::causal_lm> inner) : inner_(std::move(inner)) {}
+  bool fail_next = false;
+  const model::llama_shape& shape() const override { return inner_->shape(); }
+  int32_t slots() const override { return inner_->slots(); }
+  int32_t context() const override { return inner_->context(); }
+  bool ignores_end_tokens() const override { return inner_->ignores_end_tokens(); }
+  model::logits_view prefill(const std::vector<model::prefill_item>& items) override {
+    if (fail_next) {
+      fail_next = false;
+      throw std::runtime_error("out of memory");
+    }
+    return inner_->prefill(items);
+  }
+  model::logits_view decode(const std::vector<model::decode_item>& items) override {
+    return inner_->decode(items);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool copies_prefixes() const override { return inner_->copies_prefixes(); }
+  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+    inner_->copy_prefix(from, to, tokens);
+  }
+  int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
+
+ private:
+  std::unique_ptr<model::causal_lm> inner_;
+};
+
+}  // namespace
+
+// A step whose model throws, with a cancellation and a deadline at the same boundary: every
+// request ends exactly once, with its own outcome (the cancelled one cancelled, the expired one
+// expired, the running and the waiting ones failed with the model's error), every slot comes
+// back, and the executor takes new work afterwards.
+TEST_F(executor_core_test, a_model_error_ends_every_request_exactly_once) {
+  stamp fake_now = 1'000'000'000;
+  model::runtime_options opt;
+  opt.slots = 5;
+  auto m = model::load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m);
+  auto owned = std::make_unique<failing_model>(std::move(*m));
+  failing_model* failing = owned.get();
+  executor_core core{"test", std::move(owned), tokenizer};
+  core.set_clock([&] { return fake_now; });
+  std::map<request_id, std::vector<request_result>> ended;
+  auto count = [&](const step_output& out) {
+    for (const auto& r : out.results) ended[r.id].push_back(r);
+  };
+  step_output admitted;
+  auto cancelled = request(1, story_prompt, 50), expired = request(2, other_prompts[0], 50),
+       running = request(3, other_prompts[1], 50);
+  expired.deadline = fake_now + 1'000'000;
+  for (auto* r : {&cancelled, &expired, &running}) r->params.ignore_eos = true;
+  core.admit({cancelled, expired, running}, false, admitted);
+  count(admitted);
+  for (int i = 0; i < 3; ++i) count(core.step());
+  ASSERT_TRUE(ended.empty());
+  // The fourth arrives; its prompt waits for the failing step.
+  step_output late;
+  core.admit({request(4, other_prompts[2], 50)}, false, late);
+  count(late);
+  EXPECT_TRUE(core.cancel(1));
+  fake_now += 1'000'000;
+  failing->fail_next = true;
+  step_output failed;
+  ASSERT_NO_THROW(failed = core.step());
+  count(failed);
+  ASSERT_EQ(ended.size(), 4u);
+  for (const auto& [id, results] : ended) EXPECT_EQ(results.size(), 1u) << "request " << id;
+  EXPECT_EQ(ended[1][0].how, outcome::cancelled);
+  EXPECT_EQ(ended[2][0].how, outcome::expired);
+  for (request_id id : {3u, 4u}) {
+    EXPECT_EQ(ended[id][0].how, outcome::failed) << "request " << id;
+    EXPECT_EQ(ended[id][0].code, ec::model_failure) << "request " << id;
+    EXPECT_EQ(ended[id][0].message, "the model failed: out of memory") << "request " << id;
+  }
+  EXPECT_EQ(failed.failure, "out of memory");
+  EXPECT_FALSE(core.has_work());
+  EXPECT_EQ(core.free_slots(), 5);
+  // Nothing is heard of them again, and the executor serves the next request as if alone.
+  EXPECT_TRUE(core.step().results.empty());
+  step_output next;
+  core.admit({request(5, story_prompt, 60)}, false, next);
+  auto out = run(core);
+  EXPECT_EQ(out[5].tokens, expected.generated());
+  EXPECT_EQ(out.count(1) + out.count(2) + out.count(3) + out.count(4), 0u);
 }

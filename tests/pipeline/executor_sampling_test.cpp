@@ -229,3 +229,44 @@ TEST_F(executor_sampling_test, stop_strings_do_not_end_before_min_tokens) {
   EXPECT_EQ(got.text, story.substr(0, second));
   EXPECT_EQ(got.result.reason, finish_reason::stop);
 }
+
+// A stop string that begins before the min_tokens-th token and ends with it, or after it, is
+// found: the text ends right before it (in the story run.c printed), as vLLM checks stop strings
+// once min_tokens tokens exist.
+TEST_F(executor_sampling_test, stop_strings_across_the_min_tokens_boundary_are_found) {
+  const auto story_tokens = expected.generated();
+  const std::string story = expected.text.substr(story_prompt.size());
+  // The text of each generated token, in the context of the tokens before it.
+  std::vector<std::string> pieces;
+  {
+    model::incremental_detokenizer d{tokenizer, tokenizer->encode(story_prompt, true).back()};
+    for (size_t i = 0; i < 12; ++i) pieces.push_back(d.push(story_tokens[i]));
+  }
+  for (int32_t min_tokens : {4, 6, 9}) {
+    // Token min_tokens is pieces[min_tokens - 1]; where the text before it ends:
+    size_t boundary = 0;
+    for (int32_t i = 0; i < min_tokens - 1; ++i) boundary += pieces[size_t(i)].size();
+    ASSERT_EQ(story.substr(0, boundary + pieces[size_t(min_tokens - 1)].size()), [&] {
+      std::string s;
+      for (int32_t i = 0; i < min_tokens; ++i) s += pieces[size_t(i)];
+      return s;
+    }());
+    const size_t begin = boundary - std::min<size_t>(2, pieces[size_t(min_tokens - 2)].size());
+    const std::string& next = pieces[size_t(min_tokens)];
+    // Ending in the min_tokens-th token, and ending in the token after it.
+    for (size_t end :
+         {boundary + pieces[size_t(min_tokens - 1)].size(),
+          boundary + pieces[size_t(min_tokens - 1)].size() + std::min<size_t>(1, next.size())}) {
+      const std::string stop = story.substr(begin, end - begin);
+      ASSERT_EQ(story.find(stop), begin) << "'" << stop << "' must first appear there";
+      auto r = request(story_prompt, 40);
+      r.params.stop = {stop};
+      r.params.min_tokens = min_tokens;
+      auto got = run(r);
+      EXPECT_EQ(got.result.reason, finish_reason::stop)
+          << "min_tokens " << min_tokens << ", stop '" << stop << "'";
+      EXPECT_EQ(got.text, story.substr(0, begin))
+          << "min_tokens " << min_tokens << ", stop '" << stop << "'";
+    }
+  }
+}

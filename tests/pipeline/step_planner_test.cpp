@@ -199,3 +199,55 @@ TEST(step_planner, more_waiting_prompts_widen_the_budget_fewer_running_ones_too)
   o.min_prompt_tokens = 3;
   EXPECT_EQ(step_planner{o}.plan(1, 100, many, costs).prompt_tokens, 3);
 }
+
+// A long generation alone (1,500 decode-only steps) after a burst of prompts: the cost model
+// still knows what a prompt token costs, so a long prompt that arrives then is given only what
+// keeps the running stream's step near its target, on the machine's real costs.
+TEST(step_planner, a_long_decode_alone_does_not_make_prompt_tokens_free) {
+  const double fixed = 2.0, row = 0.5, token = 0.1, kilo = 0.2;
+  auto real_ms = [&](const step_shape& s) {
+    return fixed + row * double(s.decode_rows) + token * double(s.prefill_tokens) +
+           kilo * double(s.attended) / 1000.0;
+  };
+  step_cost_model costs;  // the executor's settings: forgetting 0.98, ridge 1e-3
+  step_planner planner;
+  // A burst: eight prompts of 300 tokens prefilled in chunks beside a growing running set.
+  std::vector<waiting_prompt> waiting(8, waiting_prompt{300, 0});
+  std::vector<int64_t> positions;
+  while (!waiting.empty()) {
+    int64_t attended = 0;
+    for (int64_t p : positions) attended += p + 1;
+    const auto plan = planner.plan(int64_t(positions.size()), attended, waiting, costs);
+    step_shape shape{int64_t(positions.size()), plan.prompt_tokens, attended};
+    for (const auto& c : plan.chunks) shape.attended += step_planner::attended_by(c.start, c.count);
+    costs.observe(shape, real_ms(shape));
+    for (int64_t& p : positions) ++p;
+    for (const auto& c : plan.chunks) waiting[c.index].done = c.start + c.count;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (it->done == it->length) {
+        positions.push_back(it->length);
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  ASSERT_NEAR(costs.fitted().per_token_ms, token, 0.01);
+  // All but one end; that one generates 1,500 tokens alone.
+  int64_t position = positions.front();
+  for (int i = 0; i < 1500; ++i, ++position) {
+    const step_shape decode{1, 0, position + 1};
+    costs.observe(decode, real_ms(decode));
+  }
+  EXPECT_NEAR(costs.fitted().per_token_ms, token, 0.01);
+  // A 2,000-token prompt arrives.
+  const auto plan = planner.plan(1, position + 1, {{2000, 0}}, costs);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  step_shape planned{1, plan.prompt_tokens,
+                     position + 1 + step_planner::attended_by(0, plan.prompt_tokens)};
+  const double decode_ms = real_ms({1, 0, position + 1});
+  const double target_ms = decode_ms * (1.0 + 0.25 * 2.0);  // target_ratio 1.25, one prompt
+  const double floor_ms = real_ms({1, 16, position + 1 + step_planner::attended_by(0, 16)});
+  EXPECT_LE(real_ms(planned), 1.1 * std::max(target_ms, floor_ms))
+      << plan.prompt_tokens << " prompt tokens granted";
+}

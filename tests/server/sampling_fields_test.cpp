@@ -143,6 +143,9 @@ TEST(server_sampling_fields, refused_values_name_their_field) {
       {R"({"prompt": "p", "logit_bias": {"": 1}})", "logit_bias."},
       {R"({"prompt": "p", "logit_bias": {"5": 101}})", "logit_bias.5"},
       {R"({"prompt": "p", "logit_bias": {"5": "high"}})", "logit_bias.5"},
+      // One token twice: "07" and "7" are both token 7 (the keys come in sorted order).
+      {R"({"prompt": "p", "logit_bias": {"7": 1, "07": 2}})", "logit_bias.7"},
+      {R"({"prompt": "p", "logit_bias": {"0": 1, "00": 1}})", "logit_bias.00"},
       {R"({"prompt": "p", "min_tokens": -1})", "min_tokens"},
       {R"({"prompt": "p", "max_tokens": 4, "min_tokens": 5})", "min_tokens"},
       {R"({"prompt": "p", "stop_token_ids": 3})", "stop_token_ids"},
@@ -178,6 +181,8 @@ TEST(server_sampling_fields, refused_values_name_their_field) {
             "'prompt[1][3]' is outside the vocabulary (0..511), got 600");
   EXPECT_EQ(parse_error(R"({"prompt": "p", "logit_bias": {"99999": 1}})").message,
             "'logit_bias' token id 99999 is outside the vocabulary (0..511)");
+  EXPECT_EQ(parse_error(R"({"prompt": "p", "logit_bias": {"7": 1, "07": 2}})").message,
+            "'logit_bias' keys \"07\" and \"7\" are the same token id 7: give each token once");
 }
 
 TEST(server_sampling_fields, plain_values_of_unapplied_fields_are_accepted) {
