@@ -111,6 +111,10 @@ class http_connection final : public connection,
     net::post(executor_, [self = shared_from_this()] { self->on_shutdown(); });
   }
 
+  void check_deadlines() override {
+    net::post(executor_, [self = shared_from_this()] { self->on_deadline(); });
+  }
+
   // -- backend events (on the strand) ------------------------------------------------------------
 
   // Stream events are rendered straight into the writer's stream buffer; one backend event
@@ -203,12 +207,8 @@ class http_connection final : public connection,
     parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(
         st_.options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
     parser_->body_limit(st_.options.max_body_bytes);
-    auto generation = ++idle_generation_;
-    idle_timer_.expires_after(st_.options.idle_timeout);
-    idle_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
-      if (!ec && generation == self->idle_generation_ && self->state_ == conn_state::reading)
-        self->hard_close();
-    });
+    idle_deadline_ = st_.deadline_now() + st_.options.idle_timeout;
+    wake_at_deadline(idle_timer_, st_.options.idle_timeout);
     // The first request's head is due from the connection's start; a later one's from its
     // first byte (until then the connection is idle).
     if (first_request_ || buffer_.size() > 0) {
@@ -222,15 +222,31 @@ class http_connection final : public connection,
 
   // Reads the request line and headers, which must all arrive within `header_timeout`.
   void read_head() {
-    auto generation = ++head_generation_;
-    head_timer_.expires_after(st_.options.header_timeout);
-    head_timer_.async_wait([self = shared_from_this(), generation](error_code ec) {
-      if (!ec && generation == self->head_generation_ && self->state_ == conn_state::reading)
-        self->on_head_timeout();
-    });
+    head_deadline_ = st_.deadline_now() + st_.options.header_timeout;
+    wake_at_deadline(head_timer_, st_.options.header_timeout);
     http::async_read_header(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // Wakes `timer` after `wait` to look at the deadlines. The deadline clock never runs behind
+  // the steady clock, so the deadline that armed it has passed by then (unless it was cleared).
+  void wake_at_deadline(net::steady_timer& timer, steady::duration wait) {
+    timer.expires_after(wait);
+    timer.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->on_deadline();
+    });
+  }
+
+  // Ends a connection whose request head or wait for its next request is past its deadline, on
+  // the deadline clock (server_state::deadline_now).
+  void on_deadline() {
+    if (state_ != conn_state::reading) return;
+    const auto now = st_.deadline_now();
+    if (head_deadline_ && now >= *head_deadline_)
+      on_head_timeout();
+    else if (idle_deadline_ && now >= *idle_deadline_)
+      hard_close();
   }
 
   // The head did not arrive in time (a slowloris, or a stalled client): 408 when part of it
@@ -240,7 +256,9 @@ class http_connection final : public connection,
     bool got_some = buffer_.size() > 0 || parser_->got_some();
     spdlog::debug("closing a connection: its request head did not arrive within {} ms",
                   st_.options.header_timeout.count());
-    ++idle_generation_;
+    head_deadline_.reset();
+    idle_deadline_.reset();
+    head_timer_.cancel();
     idle_timer_.cancel();
     if (!got_some) {
       hard_close();
@@ -263,7 +281,7 @@ class http_connection final : public connection,
   // The header is in (the body limit is already checked against Content-Length): answer
   // "Expect: 100-continue" (curl sends it for bodies over 1 KiB), then read the body.
   void on_header(error_code ec) {
-    ++head_generation_;
+    head_deadline_.reset();
     head_timer_.cancel();
     if (state_ != conn_state::reading) return;
     if (ec || parser_->is_done()) {
@@ -281,7 +299,7 @@ class http_connection final : public connection,
   }
 
   void on_read(error_code ec) {
-    ++idle_generation_;
+    idle_deadline_.reset();
     idle_timer_.cancel();
     if (state_ != conn_state::reading) return;
     if (ec) {
@@ -763,8 +781,8 @@ class http_connection final : public connection,
     abandon_task();
     writer_.clear();
     metrics_serial_ = 0;
-    ++idle_generation_;
-    ++head_generation_;
+    idle_deadline_.reset();
+    head_deadline_.reset();
     idle_timer_.cancel();
     head_timer_.cancel();
     write_timer_.cancel();
@@ -780,9 +798,13 @@ class http_connection final : public connection,
   server_state& st_;
   tcp::socket socket_;
   const net::any_io_executor executor_;
+  // Wake the connection at its idle and head deadlines (on_deadline looks at them).
   net::steady_timer idle_timer_;
-  // The deadline of the request head being read.
   net::steady_timer head_timer_;
+  // On the deadline clock (server_state::deadline_now): the end of the wait for the next request
+  // and of its reading (idle_timeout), and of the request head being read (header_timeout).
+  std::optional<steady::time_point> idle_deadline_;
+  std::optional<steady::time_point> head_deadline_;
   net::steady_timer write_timer_;
   net::steady_timer linger_timer_;
   // Writes a stream's waiting events at their deadline.
@@ -812,8 +834,6 @@ class http_connection final : public connection,
   // Whether a stream's events go out now or wait for the following ones.
   stream_pacer pacer_;
   bool stream_timer_armed_ = false;
-  uint64_t idle_generation_ = 0;
-  uint64_t head_generation_ = 0;
   // No request was read yet: its head is due from the connection's start.
   bool first_request_ = true;
 

@@ -103,15 +103,23 @@ std::size_t server_state::connection_count() {
   return counted_connections;
 }
 
-void server_state::shutdown_connections() {
+std::vector<std::shared_ptr<connection>> server_state::live_connections() {
+  // Copied out: the last reference to a connection may go here, and its destructor
+  // unregisters it (under the registry's mutex).
   std::vector<std::shared_ptr<connection>> live;
-  {
-    std::lock_guard<std::mutex> lock{registry_mutex};
-    live.reserve(connections.size());
-    for (auto& [ptr, entry] : connections)
-      if (auto conn = entry.conn.lock()) live.push_back(std::move(conn));
-  }
-  for (auto& conn : live) conn->shutdown();
+  std::lock_guard<std::mutex> lock{registry_mutex};
+  live.reserve(connections.size());
+  for (auto& [ptr, entry] : connections)
+    if (auto conn = entry.conn.lock()) live.push_back(std::move(conn));
+  return live;
+}
+
+void server_state::shutdown_connections() {
+  for (auto& conn : live_connections()) conn->shutdown();
+}
+
+void server_state::check_connection_deadlines() {
+  for (auto& conn : live_connections()) conn->check_deadlines();
 }
 
 void server_state::job_ended() {
@@ -298,6 +306,13 @@ uint16_t http_server::port() const {
 
 void http_server::set_ready(bool ready) {
   state_->ready = ready;
+}
+
+void http_server::advance_deadline_clock(std::chrono::milliseconds by) {
+  auto& st = *state_;
+  st.deadline_clock_offset_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(by, by.zero())).count();
+  st.check_connection_deadlines();
 }
 
 void http_server::begin_drain() {

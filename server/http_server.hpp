@@ -100,6 +100,13 @@ class http_server {
   /// Marks the backend ready (or not): `GET /health` answers 503 until it is.
   void set_ready(bool ready);
 
+  /// Moves the clock of the connection deadlines (the request head's, `header_timeout`, and the
+  /// idle wait's, `idle_timeout`) forward by `by` (a negative one counts as 0), and has every
+  /// connection look at its deadlines at once. For tests: a deadline passes when the test says,
+  /// whatever the machine's speed. The other timers (writes, closing, draining) keep the steady
+  /// clock.
+  void advance_deadline_clock(std::chrono::milliseconds by);
+
   /// Starts a graceful shutdown: closes the listening socket, answers 503 to new completions
   /// and `/health`, closes each connection after its current response, lets running requests
   /// finish for up to `drain_timeout`, then cancels the rest (their clients get a

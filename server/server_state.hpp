@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -50,6 +51,10 @@ class connection {
   /// closes at once, a running completion ends with a `shutting_down` error, a response being
   /// written is finished first.
   virtual void shutdown() = 0;
+
+  /// Has the connection look at its deadlines soon, from any thread (posts onto its strand):
+  /// after the deadline clock moved (`http_server::advance_deadline_clock`).
+  virtual void check_deadlines() = 0;
 };
 
 /// Counters of the HTTP layer, for `GET /metrics`. Thread-safe.
@@ -119,6 +124,19 @@ struct server_state {
   /// The bound port.
   std::atomic<uint16_t> bound_port{0};
 
+  // -- the clock of connection deadlines ---------------------------------------------------------
+
+  /// How far `advance_deadline_clock` moved the deadline clock beyond the steady clock, in
+  /// nanoseconds; only ever grows.
+  std::atomic<int64_t> deadline_clock_offset_ns{0};
+  /// Now on the clock of the connection deadlines (the request head's and the idle wait's): the
+  /// steady clock plus `deadline_clock_offset_ns`. It never runs behind the steady clock, so a
+  /// steady timer set to a deadline's distance finds that deadline passed when it fires.
+  std::chrono::steady_clock::time_point deadline_now() const {
+    return std::chrono::steady_clock::now() +
+           std::chrono::nanoseconds{deadline_clock_offset_ns.load()};
+  }
+
   // -- connections -------------------------------------------------------------------------------
 
   /// A live connection and its client's address.
@@ -152,8 +170,12 @@ struct server_state {
   void remove_connection(const connection* conn);
   /// Number of live connections that were not refused (what `max_connections` bounds).
   std::size_t connection_count();
+  /// Every live connection, copied out of the registry.
+  std::vector<std::shared_ptr<connection>> live_connections();
   /// Calls `shutdown` on every live connection.
   void shutdown_connections();
+  /// Calls `check_deadlines` on every live connection.
+  void check_connection_deadlines();
 
   /// A connection started a completion.
   void job_started() { running_jobs += 1; }

@@ -61,9 +61,10 @@ bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout 
   return true;
 }
 
-/// The clock of an executor that a test can stop: once `budget` readings are used up, the
-/// executor's thread waits in its next reading (the first is where it takes work, then a few
-/// each step) until `open`, so whatever it took stays taken and unfinished meanwhile.
+/// The clock of an executor that a test can stop and move: once `budget` readings are used up,
+/// the executor's thread waits in its next reading (the first is where it takes work, then a few
+/// each step) until `open`, so whatever it took stays taken and unfinished meanwhile; `leap`
+/// puts it ahead of the steady clock, so that deadlines on that executor pass when the test says.
 class clock_gate {
  public:
   explicit clock_gate(int budget = 0) : budget_(budget) {}
@@ -78,7 +79,7 @@ class clock_gate {
     } else if (!open_) {
       --budget_;
     }
-    return now_stamp();
+    return now_stamp() + ahead_;
   }
 
   /// Lets every reading through from now on.
@@ -88,6 +89,19 @@ class clock_gate {
       open_ = true;
     }
     changed_.notify_all();
+  }
+
+  /// Closes the gate again once `budget` more readings passed.
+  void hold_after(int budget) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    open_ = false;
+    budget_ = budget;
+  }
+
+  /// Moves the clock `by` nanoseconds further ahead of the steady clock.
+  void leap(stamp by) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    ahead_ += by;
   }
 
   /// Waits until the executor stopped at the gate; false after `timeout` (a guard).
@@ -102,6 +116,7 @@ class clock_gate {
   int budget_;
   int waiting_ = 0;
   bool open_ = false;
+  stamp ahead_ = 0;
 };
 
 /// Opens a gate on every way out of a test (the actor system's destructor waits for the
@@ -143,13 +158,13 @@ class pipeline_test : public ::testing::Test {
     return core;
   }
 
-  /// Starts a continuous batcher with `bs`, tokenizers and metrics around these executor cores;
-  /// `attach` false leaves the executors unattached until `attach_executor`.
+  /// Starts a batcher with `bs` (the continuous policy unless it names another), tokenizers and
+  /// metrics around these executor cores; `attach` false leaves the executors unattached until
+  /// `attach_executor`.
   void start_cores(std::vector<std::unique_ptr<pipeline::executor_core>> cores,
                    batcher_settings bs, bool attach = true) {
     auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok) << message_of(tok.error());
-    bs.options.policy = pipeline::policy_kind::continuous;
     pipeline_handle h;
     h.metrics = spawn_metrics(sys, 0);
     h.tokenizers = spawn_tokenizer_pool(sys, 2, *tok, 512);
@@ -299,16 +314,74 @@ TEST_P(policy_test, every_request_gets_exactly_its_alone_tokens) {
 INSTANTIATE_TEST_SUITE_P(policies, policy_test,
                          ::testing::Values("sequential", "seed", "continuous"));
 
+/// Adds what `more` holds to `into`: chunks after the ones already there, results after theirs;
+/// a chunk of a request that had already ended is marked.
+void absorb(std::map<request_id, answer>& into, const std::map<request_id, answer>& more) {
+  for (const auto& [id, a] : more) {
+    auto& to = into[id];
+    to.text += a.text;
+    to.tokens.insert(to.tokens.end(), a.tokens.begin(), a.tokens.end());
+    if (!to.results.empty() && !a.tokens.empty()) to.chunk_after_result = true;
+    to.chunk_after_result = to.chunk_after_result || a.chunk_after_result;
+    to.results.insert(to.results.end(), a.results.begin(), a.results.end());
+  }
+}
+
+/// Requests in `answers` that have ended (a result arrived).
+size_t ended(const std::map<request_id, answer>& answers) {
+  size_t n = 0;
+  for (const auto& [id, a] : answers) n += a.results.empty() ? 0 : 1;
+  return n;
+}
+
+/// Receives into `answers` until a request ends otherwise than refused (the pipeline made
+/// progress: one finished, or was cancelled or expired), or until all `sent` requests ended.
+/// It ends: while a request is open, one that is not refused is open too (a refusal means a
+/// full queue, of open requests).
+void wait_for_progress(caf::scoped_actor& self, std::map<request_id, answer>& answers,
+                       size_t sent) {
+  bool progress = false;
+  while (!progress && ended(answers) < sent) {
+    bool timed_out = false;
+    self->receive(
+        [&](token_chunk& c) {
+          auto& a = answers[c.id];
+          if (!a.results.empty()) a.chunk_after_result = true;
+          a.text += c.text;
+          a.tokens.insert(a.tokens.end(), c.tokens.begin(), c.tokens.end());
+        },
+        [&](request_result& r) {
+          auto& a = answers[r.id];
+          a.text += r.tail;
+          a.results.push_back(r);
+          progress = r.how != outcome::rejected;
+        },
+        caf::after(std::chrono::seconds{60}) >> [&] { timed_out = true; });
+    ASSERT_FALSE(timed_out) << "no request ended for a minute";
+  }
+}
+
 TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
+  // No outcome here depends on the machine's speed: a deadline is either past when the request
+  // arrives, or an hour away on the executor's clock, which the test moves ahead (a leap) at
+  // chosen points; and arrivals wait for events (a request ending), never for a time.
+  constexpr stamp one_second = 1'000'000'000;
+  constexpr stamp two_hours = 7200 * one_second;
   for (const std::string policy : {"continuous", "seed", "sequential"}) {
     SCOPED_TRACE(policy);
-    auto cfg = make_config(policy, 8);
-    cfg.batcher.max_queued_requests = 12;
-    cfg.batcher.max_wait_ms = 2;
-    // The executors take work only once the opening burst has met the queue bound.
-    spawn_options unattached;
-    unattached.attach_executors = false;
-    start(cfg, unattached);
+    auto clock = std::make_shared<clock_gate>();
+    clock->open();
+    opens_at_exit opener{clock};
+    std::vector<std::unique_ptr<pipeline::executor_core>> cores;
+    cores.push_back(make_core("random", 8, clock));
+    batcher_settings bs;
+    bs.options.policy = *pipeline::parse_policy(policy);
+    bs.options.max_batch_size = 8;
+    bs.options.max_num_seqs = 8;
+    bs.options.max_queued_requests = 12;
+    bs.options.max_wait_s = 0.002;
+    // The executor takes work only once the opening burst has met the queue bound.
+    start_cores(std::move(cores), bs, false);
     caf::scoped_actor self{sys};
     std::mt19937 rng(policy.size());
     const size_t n = policy == "continuous" ? 1000 : 300;
@@ -319,11 +392,23 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
       if (rng() % 3 == 0) r.params.temperature = 0.7f, r.params.seed = rng();
       return r;
     };
+    // A deadline that passed before the request reached the pipeline (it arrived a second ago
+    // with a millisecond to live).
+    std::set<request_id> past_deadline;
+    auto make_late = [&](generate_request& r) {
+      r.arrival = now_stamp() - one_second;
+      r.timeout_s = 0.001;
+      past_deadline.insert(r.id);
+    };
+    std::set<request_id> no_deadline;
     // The opening burst, before any executor can take work, whatever the machine's speed: twelve
     // requests wait and the other four find the queue full.
     const size_t burst = 16;
-    const size_t bound = size_t(cfg.batcher.max_queued_requests);
-    for (size_t i = 0; i < burst; ++i) send(self, random_request(i));
+    const size_t bound = size_t(bs.options.max_queued_requests);
+    for (size_t i = 0; i < burst; ++i) {
+      no_deadline.insert(1 + i);
+      send(self, random_request(i));
+    }
     auto out = collect(self, burst - bound);
     ASSERT_EQ(out.size(), burst - bound);
     request_id waiting = 0;
@@ -342,48 +427,100 @@ TEST_F(pipeline_test, every_request_ends_exactly_once_under_random_load) {
     auto cancelled = collect(self, 1);
     ASSERT_EQ(cancelled[waiting].results.size(), 1u);
     EXPECT_EQ(cancelled[waiting].results[0].how, outcome::cancelled);
-    out.insert(cancelled.begin(), cancelled.end());
-    for (const auto& e : handle->executors)
-      caf::anon_send(e, atom::attach::value,
-                     batcher_ref{caf::actor_cast<batcher_actor>(handle->front)});
-    // Then random load on running executors: deadlines, cancellations of random earlier
-    // requests, and arrivals that mostly follow at once, one in five after a gap of up to 4 ms.
-    for (size_t i = burst; i < n; ++i) {
+    absorb(out, cancelled);
+    // The place it left takes a request whose deadline has passed: it expires in the queue.
+    {
+      auto late = random_request(burst);
+      make_late(late);
+      send(self, late);
+      auto expired = collect(self, 1);
+      ASSERT_EQ(expired[late.id].results.size(), 1u);
+      EXPECT_EQ(expired[late.id].results[0].how, outcome::expired)
+          << expired[late.id].results[0].message;
+      EXPECT_EQ(expired[late.id].results[0].message, "deadline passed while waiting in the queue");
+      absorb(out, expired);
+    }
+    const size_t opening = burst + 1;
+    attach_executor(0);
+    // Then random load on the running executor: cancellations of random earlier requests,
+    // deadlines past on arrival or an hour away, leaps of the executor's clock past those hours
+    // (whatever runs then expires at its next step), and arrivals of which one in three
+    // follows at once, the others only once the pipeline made progress (a request ended
+    // otherwise than refused).
+    for (size_t i = opening; i < n - 1; ++i) {
       auto r = random_request(i);
-      if (rng() % 10 == 0) r.timeout_s = 0.001 * (1 + rng() % 20);
+      switch (rng() % 10) {
+        case 0:
+          make_late(r);
+          break;
+        case 1:
+        case 2:
+          r.timeout_s = 3600;
+          break;
+        default:
+          no_deadline.insert(r.id);
+      }
       send(self, r);
       if (rng() % 8 == 0)
         caf::anon_send(handle->front, atom::cancel::value, request_id(1 + rng() % (i + 1)));
-      if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
+      if (rng() % 10 == 0) clock->leap(two_hours);
+      if (rng() % 3 != 0) wait_for_progress(self, out, i + 1);
     }
-    auto rest = collect(self, n - out.size(), 120s);
-    for (auto& [id, a] : rest) {
-      auto& into = out[id];
-      into.text += a.text;
-      into.tokens.insert(into.tokens.end(), a.tokens.begin(), a.tokens.end());
-      if (!into.results.empty() && !a.tokens.empty()) into.chunk_after_result = true;
-      into.chunk_after_result = into.chunk_after_result || a.chunk_after_result;
-      into.results.insert(into.results.end(), a.results.begin(), a.results.end());
+    absorb(out, collect(self, (n - 1) - ended(out), 120s));
+    // Last, alone on the executor: a long request with an hour to live. The executor stops
+    // after a few steps of it, its clock leaps two hours, and it goes on: the request expires
+    // at its next step, long before its 400 tokens.
+    {
+      clock->hold_after(20);
+      auto last = make_request(n, "Once upon a time", 400);
+      last.params.ignore_eos = true;
+      last.timeout_s = 3600;
+      send(self, last);
+      ASSERT_TRUE(clock->wait_until_holding());
+      clock->leap(two_hours);
+      clock->open();
+      auto expired = collect(self, 1);
+      ASSERT_EQ(expired[n].results.size(), 1u);
+      EXPECT_EQ(expired[n].results[0].how, outcome::expired) << expired[n].results[0].message;
+      EXPECT_LT(expired[n].tokens.size(), 400u);
+      EXPECT_EQ(expired[n].results[0].message.rfind("deadline passed after ", 0), 0u)
+          << expired[n].results[0].message;
+      absorb(out, expired);
     }
     std::map<outcome, size_t> counts;
-    for (size_t i = 1; i <= n; ++i) {
-      auto it = out.find(i);
-      ASSERT_NE(it, out.end()) << "request " << i << " never ended";
-      ASSERT_EQ(it->second.results.size(), 1u) << "request " << i;
-      EXPECT_FALSE(it->second.chunk_after_result) << "request " << i;
-      ++counts[it->second.results[0].how];
+    size_t expired_running = 0;
+    for (request_id id = 1; id <= n; ++id) {
+      auto it = out.find(id);
+      ASSERT_NE(it, out.end()) << "request " << id << " never ended";
+      const auto& a = it->second;
+      ASSERT_EQ(a.results.size(), 1u) << "request " << id;
+      EXPECT_FALSE(a.chunk_after_result) << "request " << id;
+      const auto how = a.results[0].how;
+      ++counts[how];
+      if (a.results[0].message.rfind("deadline passed after", 0) == 0) ++expired_running;
+      if (no_deadline.count(id)) {
+        EXPECT_NE(how, outcome::expired) << "request " << id;
+      }
+      if (past_deadline.count(id)) {
+        EXPECT_NE(how, outcome::finished) << "request " << id;
+        EXPECT_TRUE(a.tokens.empty()) << "request " << id;
+      }
     }
     // Nothing more arrives: no request ends twice.
     bool extra = false;
     self->receive([&](token_chunk&) { extra = true; }, [&](request_result&) { extra = true; },
                   caf::after(200ms) >> [] {});
     EXPECT_FALSE(extra);
-    std::printf("%s: finished %zu cancelled %zu expired %zu rejected %zu failed %zu\n",
-                policy.c_str(), counts[outcome::finished], counts[outcome::cancelled],
-                counts[outcome::expired], counts[outcome::rejected], counts[outcome::failed]);
+    std::printf(
+        "%s: finished %zu cancelled %zu expired %zu (%zu while running) rejected %zu failed %zu\n",
+        policy.c_str(), counts[outcome::finished], counts[outcome::cancelled],
+        counts[outcome::expired], expired_running, counts[outcome::rejected],
+        counts[outcome::failed]);
     EXPECT_GT(counts[outcome::finished], 0u);
     EXPECT_GE(counts[outcome::rejected], burst - bound);
     EXPECT_GE(counts[outcome::cancelled], 1u);
+    EXPECT_GE(counts[outcome::expired], 2u);
+    EXPECT_EQ(counts[outcome::failed], 0u);
     // The metrics saw the same outcomes (events arrive in batches: wait until all are in).
     nlohmann::json snap;
     EXPECT_TRUE(eventually([&] {

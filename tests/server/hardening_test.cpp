@@ -1,8 +1,9 @@
 // The server against hostile or careless clients, over real sockets with the fake backend: a
 // request head that does not arrive in time (whole, not per line), connections per client
 // address, rate-limited refusal warnings, a timeout too large for the deadline, and requests
-// for a model that is not served. No elapsed-time assertions: short configured deadlines, and
-// the tests wait for the event (an answer, a closed connection).
+// for a model that is not served. No elapsed-time assertions: deadlines of an hour that pass
+// when the test moves the server's deadline clock (or short ones whose passing the test only
+// waits for), and the tests wait for the event (an answer, a closed connection).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -67,6 +68,16 @@ server_options slow_idle(std::chrono::milliseconds header_timeout) {
   return opts;
 }
 
+// Deadlines that pass only when the test moves the deadline clock (an hour for the head, ten for
+// the idle wait), on one I/O thread, so that `barrier` orders the server's work.
+server_options test_clock_deadlines() {
+  server_options opts;
+  opts.io_threads = 1;
+  opts.header_timeout = std::chrono::hours{1};
+  opts.idle_timeout = std::chrono::hours{10};
+  return opts;
+}
+
 // A raw TCP connection to 127.0.0.1:port from the local address `from` (any 127.x.y.z works on
 // Linux's loopback), so that the server sees another client address.
 int connect_from(const char* from, uint16_t port) {
@@ -105,6 +116,16 @@ std::string health_from(int fd) {
   return got;
 }
 
+// A whole request on a new connection. On a server with one I/O thread its answer comes after
+// everything the server had to do before: connections made earlier are accepted (the kernel's
+// accept queue is first come, first served) and started, the bytes that reached the server
+// earlier are read, and the deadline checks that `advance_deadline_clock` posted have run.
+void barrier(uint16_t port) {
+  auto reply = test_client{port}.request("GET", "/health");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200u);
+}
+
 }  // namespace
 
 // -- the request head's deadline -----------------------------------------------------------------
@@ -121,18 +142,29 @@ TEST_F(hardening_test, a_head_that_stops_halfway_gets_408_and_is_closed) {
 }
 
 TEST_F(hardening_test, the_whole_head_is_due_at_once_not_each_line) {
-  // A slowloris: one header line after another, each well within the deadline. Counted per
-  // line, the head would never be late; counted as a whole, it is, and the server answers 408.
-  start(slow_idle(300ms));
+  // A slowloris: header lines far apart, each well within the deadline of the line before it.
+  // Counted per line, the head would never be late; counted as a whole, it is, and the server
+  // answers 408. The time between lines passes on the server's deadline clock, moved by the
+  // test, so the outcome is the same on any machine.
+  start(test_clock_deadlines());
   test_client c{port};
   ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: x\r\n"));
-  bool closed = false;
-  for (int line = 0; line < 2000 && !closed; ++line) {
-    c.send("X-Trickle: " + std::to_string(line) + "\r\n");
-    closed = c.wait_closed(20ms);
-  }
-  ASSERT_TRUE(closed) << "the trickling client kept its connection";
-  EXPECT_EQ(c.raw().rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << c.raw();
+  barrier(port);  // the connection is served: its head is due an hour from now
+  // 59 minutes: the head is not late yet.
+  server->advance_deadline_clock(59min);
+  ASSERT_TRUE(c.send("X-Trickle: 1\r\n"));
+  barrier(port);  // the deadline check and the new line are behind the server
+  EXPECT_FALSE(c.wait_closed(10ms)) << "closed before the head's deadline: " << c.raw();
+  EXPECT_EQ(c.raw(), "");
+  // Two more minutes: the last line came two minutes ago, the head's first 61 minutes ago.
+  server->advance_deadline_clock(2min);
+  auto reply = c.read_response(30s);
+  ASSERT_TRUE(reply) << "no answer to a head 61 minutes late: " << c.error();
+  expect_error(reply, 408, "invalid_request_error", nullptr, "request_timeout");
+  EXPECT_EQ(reply->json()["error"]["message"],
+            "the request line and headers did not arrive within 3600000 ms");
+  EXPECT_TRUE(c.wait_closed(30s));
+  EXPECT_EQ(backend.submitted(), 0);
 }
 
 TEST_F(hardening_test, a_client_that_sends_nothing_is_closed_without_an_answer) {
@@ -147,20 +179,39 @@ TEST_F(hardening_test, a_client_that_sends_nothing_is_closed_without_an_answer) 
 }
 
 TEST_F(hardening_test, a_kept_alive_connection_waits_idle_then_its_next_head_is_due) {
-  start(slow_idle(100ms));
+  start(test_clock_deadlines());
   test_client c{port};
   auto first = c.request("GET", "/health");
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 200u);
-  // Waiting for the next request is idle time (an hour here), not the head's deadline.
-  EXPECT_FALSE(c.wait_closed(1s)) << "an idle keep-alive connection was closed by the head deadline";
+  // Waiting for the next request is idle time (ten hours), not the head's deadline (one).
+  server->advance_deadline_clock(2h);
+  barrier(port);
+  EXPECT_FALSE(c.wait_closed(10ms))
+      << "an idle keep-alive connection was closed by the head deadline";
   auto second = c.request("GET", "/health");
   ASSERT_TRUE(second);
   EXPECT_EQ(second->status, 200u);
   // Once a request starts, its head is due within the deadline.
   ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\n"));
+  barrier(port);
+  server->advance_deadline_clock(61min);
   expect_error(c.read_response(30s), 408, "invalid_request_error", nullptr, "request_timeout");
   EXPECT_TRUE(c.wait_closed(30s));
+}
+
+TEST_F(hardening_test, a_connection_idle_past_its_timeout_is_closed_without_an_answer) {
+  start(test_clock_deadlines());
+  test_client c{port};
+  auto first = c.request("GET", "/health");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200u);
+  server->advance_deadline_clock(9h);
+  barrier(port);
+  EXPECT_FALSE(c.wait_closed(10ms)) << "closed before its idle timeout";
+  server->advance_deadline_clock(2h);
+  EXPECT_TRUE(c.wait_closed(30s));
+  EXPECT_EQ(c.raw(), "");
 }
 
 // -- connections per address ---------------------------------------------------------------------

@@ -3,7 +3,9 @@ book and one completion request checked against the run.c reference."""
 
 import asyncio
 import json
+import os
 import random
+import sys
 import time
 
 import httpc
@@ -126,10 +128,14 @@ def _round(x, n):
 
 
 class HealthPoller:
-    """GET /health every `period` seconds on a fresh connection (as a load balancer would)."""
+    """GET /health every `period` seconds on a fresh connection (as a load balancer would), from
+    the source address `local_addr` (None: the default route's). A load balancer is a client of
+    its own: from the load's address, the server's per-address connection limit would refuse it
+    once the load holds that many connections."""
 
-    def __init__(self, host, port, period=0.2, timeout=5.0, t0=None):
+    def __init__(self, host, port, period=0.2, timeout=5.0, t0=None, local_addr=None):
         self.host, self.port, self.period, self.timeout = host, port, period, timeout
+        self.local_addr = local_addr
         self.latencies = []
         self.failures = []  # (t since t0, what)
         self.t0 = time.monotonic() if t0 is None else t0
@@ -139,7 +145,8 @@ class HealthPoller:
             start = time.monotonic()
             try:
                 status, _, secs = await asyncio.wait_for(
-                    httpc.get(self.host, self.port, "/health", self.timeout), self.timeout)
+                    httpc.get(self.host, self.port, "/health", self.timeout,
+                              local_addr=self.local_addr), self.timeout)
                 self.latencies.append(secs)
                 if status != 200:
                     self.failures.append((round(start - self.t0, 3), f"status {status}"))
@@ -160,15 +167,81 @@ class HealthPoller:
         return s
 
 
+class Watcher:
+    """The /health poller (and, with `probe_period`, refusal probes) in a process of their own
+    (watcher.py), so that a busy load generator's event loop does not delay what they time.
+    `start()`, then `await stop()`; `summary()` is HealthPoller's, `probes` the probe records."""
+
+    def __init__(self, host, port, t0, health_period=0.2, health_addr=None, probe_period=0,
+                 probe_addrs=(), probe_max_tokens=8):
+        self.plan = {"host": host, "port": port, "t0": t0, "health_period": health_period,
+                     "health_addr": health_addr, "probe_period": probe_period,
+                     "probe_addrs": list(probe_addrs), "probe_max_tokens": probe_max_tokens}
+        self.proc = None
+        self.latencies, self.failures, self.probes = [], [], []
+        self.error = None
+
+    async def start(self):
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "watcher.py"),
+            json.dumps(self.plan), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+
+    async def stop(self):
+        self.proc.stdin.close()
+        out, _ = await self.proc.communicate()
+        try:
+            res = json.loads(out.decode().strip().splitlines()[-1])
+            self.latencies = res["health"]["latencies"]
+            self.failures = [tuple(f) for f in res["health"]["failures"]]
+            self.probes = res["probes"]
+        except (ValueError, KeyError, IndexError) as e:
+            self.error = f"the watcher exited {self.proc.returncode} without a result ({e})"
+            self.failures = [(None, self.error)]
+
+    def summary(self):
+        s = latency_summary(self.latencies)
+        s["failures"] = len(self.failures)
+        s["first_failures"] = self.failures[:10]
+        return s
+
+    def probe_summary(self):
+        """Per probe address: the probes' statuses and codes, and the time from connect to head
+        of the 429s (how long the server takes to refuse) and of all."""
+        out = {}
+        for addr in self.plan["probe_addrs"]:
+            ps = [p for p in self.probes if p["addr"] == addr]
+            refused = [p for p in ps if p["status"] == 429]
+            answers = {}
+            for p in ps:
+                key = str(p["status"]) + (f" {p['code']}" if p["code"] else "") \
+                    if p["status"] is not None else "error"
+                answers[key] = answers.get(key, 0) + 1
+            out[addr] = {
+                "n": len(ps), "answers": answers,
+                "errors": [p["error"] for p in ps if p["error"]][:3],
+                "connect": latency_summary([p["connect_ms"] / 1000 for p in ps
+                                            if p["connect_ms"] is not None]),
+                "head_429": latency_summary([p["head_ms"] / 1000 for p in refused]),
+                "total_429": latency_summary([(p["connect_ms"] + p["head_ms"]) / 1000
+                                              for p in refused]),
+            }
+        return out
+
+
 # -- one completion ------------------------------------------------------------------------------
 
 
 class Pool:
     """Keep-alive connections to reuse; one idle longer than `max_idle` is closed, not reused,
-    so that a request never meets a connection the server's idle timeout just closed."""
+    so that a request never meets a connection the server's idle timeout just closed. New
+    connections come from the source addresses `local_addrs` in turn (None: the default
+    route's), as from that many clients."""
 
-    def __init__(self, host, port, max_idle=5.0):
+    def __init__(self, host, port, max_idle=5.0, local_addrs=None):
         self.host, self.port, self.max_idle = host, port, max_idle
+        self.local_addrs = list(local_addrs or [None])
         self.idle = []
         self.opened = 0
 
@@ -179,8 +252,9 @@ class Pool:
             if now - conn.last_used < self.max_idle:
                 return conn
             conn.close()
+        addr = self.local_addrs[self.opened % len(self.local_addrs)]
         self.opened += 1
-        return await httpc.connect(self.host, self.port)
+        return await httpc.connect(self.host, self.port, local_addr=addr)
 
     def give_back(self, conn):
         conn.last_used = time.monotonic()
@@ -198,14 +272,17 @@ class Outcome:
     # kind: "ok" (full text, correct), "wrong_text", "rejected" (429), "http_error" (another
     # status), "cancelled" (we closed mid-stream), "disconnected" (we reset after the head),
     # "transport_error" (connection failed or broke), "stream_error" (an error event)
+    # code: the error's `code` of a 429 (too_many_connections_per_address: refused at the
+    # door; rejected_queue_full: by the pipeline). connect_s: seconds spent opening a new
+    # connection (0 for a reused one), part of latency and ttfb.
     __slots__ = ("kind", "status", "latency", "ttfb", "retry_after", "detail", "max_tokens",
-                 "t_start")
+                 "t_start", "code", "connect_s")
 
     def __init__(self, kind, status=None, latency=None, ttfb=None, retry_after=None,
-                 detail=None, max_tokens=None, t_start=None):
+                 detail=None, max_tokens=None, t_start=None, code=None, connect_s=None):
         self.kind, self.status, self.latency, self.ttfb = kind, status, latency, ttfb
         self.retry_after, self.detail, self.max_tokens = retry_after, detail, max_tokens
-        self.t_start = t_start
+        self.t_start, self.code, self.connect_s = t_start, code, connect_s
 
 
 def completion_body(max_tokens, stream, prompt="Once upon a time"):
@@ -226,6 +303,8 @@ async def completion(pool, reference, max_tokens, stream=True, cancel_after_even
     except (OSError, asyncio.TimeoutError) as e:
         return Outcome("transport_error", detail=f"connect: {e}", max_tokens=max_tokens,
                        t_start=start)
+    connect_s = 0.0 if conn.requests > 0 else time.monotonic() - start
+    conn.requests += 1
     reuse = False
     try:
         conn.writer.write(httpc.request_bytes("POST", "/v1/completions", pool.host,
@@ -233,10 +312,14 @@ async def completion(pool, reference, max_tokens, stream=True, cancel_after_even
         head = await asyncio.wait_for(httpc.read_head(conn.reader), timeout)
         ttfb = time.monotonic() - start
         if head.status == 429:
-            await asyncio.wait_for(httpc.read_body(conn.reader, head), timeout)
+            body = await asyncio.wait_for(httpc.read_body(conn.reader, head), timeout)
             reuse = head.keep_alive()
+            try:
+                code = json.loads(body)["error"]["code"]
+            except (ValueError, KeyError, TypeError):
+                code = None
             return Outcome("rejected", 429, ttfb, ttfb, head.headers.get("retry-after"),
-                           max_tokens=max_tokens, t_start=start)
+                           max_tokens=max_tokens, t_start=start, code=code, connect_s=connect_s)
         if head.status != 200:
             body = await asyncio.wait_for(httpc.read_body(conn.reader, head), timeout)
             reuse = head.keep_alive()
@@ -307,6 +390,11 @@ def count_statuses(outcomes):
 
 def first_details(outcomes, kinds, n=5):
     return [o.detail for o in outcomes if o.kind in kinds][:n]
+
+
+def addr_list(text):
+    """Source addresses from a comma-separated flag; [] for none ("" or None)."""
+    return [a.strip() for a in (text or "").split(",") if a.strip()]
 
 
 def make_rng(seed):

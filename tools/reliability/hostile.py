@@ -76,9 +76,11 @@ async def run(args, srv, reference, sampler, inv):
 
     stop = asyncio.Event()
     stop_good = asyncio.Event()
-    health = common.HealthPoller(srv.host, srv.port, args.health_period, t0=sampler.t0)
+    health = common.Watcher(srv.host, srv.port, sampler.t0, args.health_period,
+                            args.health_addr or None)
+    await health.start()
     good = []
-    watchers = [asyncio.create_task(sampler.run(stop)), asyncio.create_task(health.run(stop))]
+    watchers = [asyncio.create_task(sampler.run(stop))]
     good_task = asyncio.create_task(good_client(srv, reference, args, good, stop_good))
 
     phases = {"baseline_start": sampler.now()}
@@ -109,6 +111,7 @@ async def run(args, srv, reference, sampler, inv):
     m_after = await srvmod.metrics(srv.host, srv.port)
     stop.set()
     await asyncio.gather(*watchers)
+    await health.stop()
 
     # A good request belongs to the phase it started in (one that started during the attack
     # and ended after it still counts as slowed by it).

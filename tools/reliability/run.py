@@ -71,6 +71,13 @@ def parser():
                         help="seconds between /health polls (default 0.2)")
         sp.add_argument("--max-health-ms", type=float, default=1000,
                         help="invariant: slowest /health answer (default 1000)")
+        sp.add_argument("--health-addr", default="127.0.0.3",
+                        help="source address of the /health poller (in the watcher "
+                             "process), its own as a load balancer's would be (the load comes "
+                             "from the default route, 127.0.0.1, or overload's --load-addrs; "
+                             "the hostile attackers from 127.0.0.2), so that a per-address "
+                             "connection limit reached by them does not refuse it; '' for the "
+                             "default route (default 127.0.0.3)")
 
     c = sub.add_parser("capacity", help="only the closed-loop capacity measurement")
     common_flags(c, 10)
@@ -85,12 +92,27 @@ def parser():
                    help="sets batcher.max_queued_requests so the bound is reached quickly; "
                         "0 keeps the server's value (default 64)")
     o.add_argument("--no-stream", action="store_true", help="non-streamed requests")
-    o.add_argument("--max-inflight", type=int, default=5000,
-                   help="the client's own cap on requests in flight (default 5000)")
+    o.add_argument("--max-inflight", type=int, default=512,
+                   help="the client's own cap on requests in flight, so that the load's "
+                        "connections stay below the server's max_connections (1024): beyond it "
+                        "the server refuses everyone with 503, /health too. An arrival beyond "
+                        "the cap is skipped and counted (default 512)")
     o.add_argument("--drain-wait-s", type=float, default=120,
                    help="how long accepted requests may take to finish after the last arrival")
     o.add_argument("--max-reject-ms", type=float, default=500,
-                   help="invariant: p99 latency of a 429 (default 500)")
+                   help="invariant: p99 of the watcher's probes' 429s, from connecting to the "
+                        "answer's head (default 500)")
+    o.add_argument("--load-addrs", default="127.0.1.1,127.0.1.2,127.0.1.3,127.0.1.4",
+                   help="comma-separated source addresses of the load's connections, in turn "
+                        "(loopback aliases; as from that many clients, so that the server's "
+                        "per-address connection limit is not what refuses the excess); '' for "
+                        "the default route (default 127.0.1.1,127.0.1.2,127.0.1.3,127.0.1.4)")
+    o.add_argument("--probe-addrs", default="127.0.1.1,127.0.0.4",
+                   help="source addresses of the watcher's refusal probes, one of the load's "
+                        "(meeting the limits it meets) and one of their own "
+                        "(default 127.0.1.1,127.0.0.4)")
+    o.add_argument("--probe-period", type=float, default=0.1,
+                   help="seconds between rounds of refusal probes (default 0.1)")
     o.add_argument("--max-rss-mib", type=float, default=1024,
                    help="invariant: the server's peak RSS, VmHWM (default 1024)")
 

@@ -147,6 +147,32 @@ class Server:
             self.proc.wait()
 
 
+# -- the kernel's TCP counters -------------------------------------------------------------------
+
+# Counters of /proc/net/netstat (TcpExt) that show connections waiting in the kernel: a full
+# accept queue (ListenOverflows, ListenDrops) and SYNs sent again (TCPSynRetrans: a connect that
+# waited a retransmission timeout, 1 s for the first).
+TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPSynRetrans", "TCPTimeouts")
+
+
+def tcp_counters():
+    """{name: value} of TCP_COUNTERS for this network namespace (every process in it, not only
+    the server); {} where /proc/net/netstat cannot be read."""
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for names, values in zip(lines[::2], lines[1::2]):
+        if not names.startswith("TcpExt:"):
+            continue
+        for k, v in zip(names.split()[1:], values.split()[1:]):
+            if k in TCP_COUNTERS:
+                out[k] = int(v)
+    return out
+
+
 # -- /metrics ------------------------------------------------------------------------------------
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")

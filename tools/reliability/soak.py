@@ -13,12 +13,14 @@ import server as srvmod
 async def run(args, srv, reference, capacity_rps, sampler, inv):
     rng = common.make_rng(args.seed + 2)
     pool = common.Pool(srv.host, srv.port)
-    health = common.HealthPoller(srv.host, srv.port, args.health_period, t0=sampler.t0)
+    health = common.Watcher(srv.host, srv.port, sampler.t0, args.health_period,
+                            args.health_addr or None)
+    await health.start()
     stop = asyncio.Event()
     m_before = await srvmod.metrics(srv.host, srv.port)
     before = srv.sample()
     t_begin = sampler.now()
-    watchers = [asyncio.create_task(sampler.run(stop)), asyncio.create_task(health.run(stop))]
+    watchers = [asyncio.create_task(sampler.run(stop))]
     outcomes = []
     planned = {"complete": 0, "cancel": 0, "disconnect": 0}
     lo, hi = args.tokens
@@ -75,6 +77,7 @@ async def run(args, srv, reference, capacity_rps, sampler, inv):
     await asyncio.sleep(1.5)  # one more resource sample after everything ended
     stop.set()
     await asyncio.gather(*watchers)
+    await health.stop()
     after = srv.sample()
     running_seqs = sum(v for key, v in m_after.items()
                        if key.startswith("conveyor_running_sequences"))
