@@ -1,5 +1,5 @@
-// Chat templates: the Jinja `chat_template` of a model's tokenizer_config.json (or
-// `model.chat_template`) parsed once at start and rendered per request into a prompt.
+// Chat templates: a model's Jinja chat template (chat_template.jinja or tokenizer_config.json's
+// field, or `model.chat_template`) parsed once at start and rendered per request into a prompt.
 #pragma once
 
 #include <memory>
@@ -21,14 +21,6 @@ struct chat_message {
   std::string content;
 };
 
-/// A rendered conversation, ready to tokenize.
-struct chat_prompt {
-  /// The prompt text, special tokens written out as text (e.g. "<s>[INST] ...").
-  std::string text;
-  /// Whether the tokenizer should add BOS: false when the template writes `bos_token` itself.
-  bool add_bos = true;
-};
-
 /// The special-token strings a template sees as `bos_token` and `eos_token`.
 struct special_tokens {
   std::string bos_token;
@@ -44,18 +36,14 @@ class chat_template {
   static expected<chat_template> parse(std::string_view source, special_tokens tokens);
 
   /// Renders `messages` as transformers' apply_chat_template does (variables `messages`,
-  /// `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and `documents` as none).
-  /// A `raise_exception` call gives ec::bad_request "the chat template refused the
-  /// conversation: MESSAGE"; other render failures give ec::bad_request with the line.
-  expected<chat_prompt> render(const std::vector<chat_message>& messages,
+  /// `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and `documents` as none)
+  /// into the prompt text, special tokens written out as text ("<s>[INST] ..."). The text is
+  /// tokenized as it is, adding no special tokens: a template writes BOS itself when its model
+  /// wants one. A `raise_exception` call gives ec::bad_request "the chat template refused the
+  /// conversation: MESSAGE"; other render failures give ec::bad_request "rendering the chat
+  /// template failed: chat template line N: ...".
+  expected<std::string> render(const std::vector<chat_message>& messages,
                                bool add_generation_prompt) const;
-
-  /// Renders with the raw result only (for tests): the text, or the error.
-  expected<std::string> render_text(const std::vector<chat_message>& messages,
-                                    bool add_generation_prompt) const;
-
-  /// Whether the template refers to `bos_token` (then prompts are tokenized without BOS).
-  bool writes_bos() const { return writes_bos_; }
 
   const special_tokens& tokens() const { return tokens_; }
 
@@ -64,11 +52,6 @@ class chat_template {
 
   std::shared_ptr<const template_program> program_;
   special_tokens tokens_;
-  bool writes_bos_ = false;
 };
-
-/// The template of models that bring none (the embedded stories260K): each message as
-/// "Role: content" on its own line, then "Assistant:" when a generation prompt is asked for.
-std::string_view default_chat_template();
 
 }  // namespace conveyor::chat

@@ -18,7 +18,7 @@ namespace {
 std::string render(const std::string& source) {
   auto t = chat_template::parse(source, {"<s>", "</s>"});
   if (!t) return "parse error: " + message_of(t.error());
-  auto out = t->render_text({{"user", "hi"}}, true);
+  auto out = t->render({{"user", "hi"}}, true);
   if (out) return *out;
   EXPECT_EQ(code_of(out.error()), ec::bad_request) << message_of(out.error());
   return "error: " + message_of(out.error());

@@ -86,8 +86,9 @@ void expect_transformers_ids_and_reply(const std::string& name) {
     const auto& messages = fixture.at("conversations").at(conversation);
     const auto& ids = r.at("ids");
     // The prompt's ids: /tokenize of the conversation tokenizes it as chat does.
-    const auto tokenized = post(server, "/tokenize",
-                                {{"messages", messages}, {"add_generation_prompt", generation_prompt}});
+    const auto tokenized =
+        post(server, "/tokenize",
+             {{"messages", messages}, {"add_generation_prompt", generation_prompt}});
     EXPECT_EQ(tokenized["tokens"], ids);
     // The chat completion's prompt is those ids: its usage counts them and its greedy reply is the
     // reply to the ids themselves.
@@ -96,8 +97,8 @@ void expect_transformers_ids_and_reply(const std::string& name) {
                             {"add_generation_prompt", generation_prompt},
                             {"max_tokens", 24},
                             {"temperature", 0}});
-    const auto reference = post(server, "/v1/completions",
-                                {{"prompt", ids}, {"max_tokens", 24}, {"temperature", 0}});
+    const auto reference =
+        post(server, "/v1/completions", {{"prompt", ids}, {"max_tokens", 24}, {"temperature", 0}});
     EXPECT_EQ(chat["usage"]["prompt_tokens"], ids.size());
     EXPECT_EQ(chat["choices"][0]["message"]["content"], reference["choices"][0]["text"]);
     ++compared;
@@ -160,7 +161,8 @@ TEST(e2e_chat_template_files, model_chat_template_names_one_for_a_model_without)
   model_directory dir{"no_template"};
   ASSERT_FALSE(dir.path().empty());
   // The same template as string_field's, so transformers' ids for that folder are the reference.
-  std::ifstream in{source_dir / "tests/fixtures/chat_templates/models/string_field/tokenizer_config.json"};
+  std::ifstream in{source_dir /
+                   "tests/fixtures/chat_templates/models/string_field/tokenizer_config.json"};
   const auto config = json::parse(in);
   const std::string template_file = dir.path() + "/../chat.jinja";
   std::ofstream{template_file} << config.at("chat_template").get<std::string>();
