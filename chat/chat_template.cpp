@@ -6,7 +6,8 @@
 
 namespace conveyor::chat {
 
-expected<chat_template> chat_template::parse(std::string_view source, special_tokens tokens) {
+expected<chat_template> chat_template::parse(std::string_view source, special_tokens tokens,
+                                             render_limits limits) {
   chat_template result;
   try {
     result.program_ = std::make_shared<template_program>(parse_template(source));
@@ -14,6 +15,7 @@ expected<chat_template> chat_template::parse(std::string_view source, special_to
     return make_error(ec::bad_config, e.what());
   }
   result.tokens_ = std::move(tokens);
+  result.limits_ = limits;
   return result;
 }
 
@@ -30,7 +32,7 @@ expected<std::string> chat_template::render(const std::vector<chat_message>& mes
                             {"tools", value::none()},
                             {"documents", value::none()}}};
   try {
-    return render_template(*program_, variables);
+    return render_template(*program_, variables, limits_);
   } catch (const template_raised& e) {
     return make_error(ec::bad_request,
                       std::string{"the chat template refused the conversation: "} + e.what());

@@ -18,7 +18,7 @@ bool is_inline_template(const std::string& setting) {
 
 expected<chat_template_choice> select_chat_template(
     const std::string& setting, const std::vector<named_template>& model_templates,
-    const std::string& model_origin, special_tokens tokens) {
+    const std::string& model_origin, special_tokens tokens, render_limits limits) {
   chat_template_choice choice;
   std::string source;
   if (!setting.empty() && is_inline_template(setting)) {
@@ -53,7 +53,7 @@ expected<chat_template_choice> select_chat_template(
       return choice;
     }
   }
-  auto parsed = chat_template::parse(source, std::move(tokens));
+  auto parsed = chat_template::parse(source, std::move(tokens), limits);
   if (!parsed)
     return make_error(code_of(parsed.error()), choice.origin + ": " + message_of(parsed.error()));
   choice.tmpl = std::make_shared<const chat_template>(std::move(*parsed));

@@ -48,6 +48,6 @@ bool is_inline_template(const std::string& setting);
 /// "model.chat_template (chat.jinja): chat template line 3: unsupported tag 'macro'".
 expected<chat_template_choice> select_chat_template(
     const std::string& setting, const std::vector<named_template>& model_templates,
-    const std::string& model_origin, special_tokens tokens);
+    const std::string& model_origin, special_tokens tokens, render_limits limits = {});
 
 }  // namespace conveyor::chat

@@ -67,7 +67,7 @@ TEST(template_limits, int64_min_modulo_and_division_by_minus_one_are_defined) {
   // Python: INT64_MIN % -1 == 0; INT64_MIN // -1 == 2**63 (does not fit).
   EXPECT_EQ(render("{{ " + int64_min + " % -1 }}"), "0");
   EXPECT_TRUE(has(render("{{ " + int64_min + " // -1 }}"), "integer overflow in '//'"));
-  EXPECT_EQ(render("{{ " + int64_min + " is divisibleby -1 }}"), "True");
+  EXPECT_EQ(render("{{ " + int64_min + " is divisibleby(-1) }}"), "True");
   EXPECT_EQ(render("{{ -7 % 3 }} {{ 7 % -3 }} {{ -7 // 2 }}"), "2 -2 -4");
 }
 
@@ -113,8 +113,8 @@ TEST(template_limits, deep_nesting_is_refused_at_parse_time) {
   const int n = 100000;
   EXPECT_TRUE(has(render("{{ " + std::string(n, '(') + "1" + std::string(n, ')') + " }}"),
                   "parse error: chat template line 1: nested more than"));
-  EXPECT_TRUE(has(render("{{ " + std::string(n, '[') + std::string(n, ']') + " }}"),
-                  "nested more than"));
+  EXPECT_TRUE(
+      has(render("{{ " + std::string(n, '[') + std::string(n, ']') + " }}"), "nested more than"));
   std::string sum = "{{ 1";
   for (int i = 0; i < n; ++i) sum += " + 1";
   EXPECT_TRUE(has(render(sum + " }}"), "nested more than"));
@@ -133,8 +133,9 @@ TEST(template_limits, values_nest_boundedly_and_namespaces_do_not_cycle) {
                   "nested more than"));
   // A namespace holding itself: printing it and tojson do not recurse (tojson refuses, as
   // Python's json.dumps refuses a Namespace).
-  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{% set ns.l = [ns] %}{{ ns.me }}"),
-            "<Namespace>");
+  EXPECT_EQ(
+      render("{% set ns = namespace() %}{% set ns.me = ns %}{% set ns.l = [ns] %}{{ ns.me }}"),
+      "<Namespace>");
   EXPECT_TRUE(has(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}"),
                   "tojson cannot serialize a namespace"));
   EXPECT_TRUE(has(render("{% set ns = namespace() %}{% for k in ns %}{% endfor %}"),
@@ -151,4 +152,51 @@ TEST(template_limits, quadratic_templates_run_out_of_work) {
   EXPECT_TRUE(has(render("{% set a = 'a' * 4000000 %}{% set b = 'a' * 2000000 ~ 'b' %}"
                          "{% for i in range(1000) %}{{ b in a }}{% endfor %}"),
                   "work"));
+}
+
+namespace {
+
+// Renders with `limits`, as render() does with the defaults.
+std::string render_within(const std::string& source, render_limits limits) {
+  auto t = chat_template::parse(source, {"<s>", "</s>"}, limits);
+  if (!t) return "parse error: " + message_of(t.error());
+  auto out = t->render({{"user", "hi"}}, true);
+  return out ? *out : "error: " + message_of(out.error());
+}
+
+}  // namespace
+
+TEST(template_limits, each_limit_holds_exactly_and_names_its_value) {
+  render_limits limits;
+  limits.max_output_bytes = 10;
+  EXPECT_EQ(render_within("{{ 'x' * 10 }}", limits), "xxxxxxxxxx");
+  EXPECT_EQ(render_within("0123456789{{ 'x' }}", limits),
+            "error: rendering the chat template failed: chat template line 1: the rendered "
+            "prompt exceeds 10 bytes");
+  EXPECT_EQ(render_within("{% set s = 'x' * 11 %}", limits),
+            "error: rendering the chat template failed: chat template line 1: the template "
+            "builds a value that exceeds 10 bytes");
+
+  limits = {};
+  limits.max_loop_iterations = 6;
+  EXPECT_EQ(render_within("{% for i in range(3) %}{% for j in range(1) %}{{ i }}{% endfor %}"
+                          "{% endfor %}",
+                          limits),
+            "012");
+  EXPECT_EQ(render_within("{% for i in range(7) %}{% endfor %}", limits),
+            "error: rendering the chat template failed: chat template line 1: the template runs "
+            "more than 6 loop iterations");
+  // A loop's `if` filter looks at every item.
+  EXPECT_TRUE(has(render_within("{% for i in range(4) if i > 2 %}{% endfor %}{% for i in "
+                                "range(3) %}{% endfor %}",
+                                limits),
+                  "more than 6 loop iterations"));
+
+  limits = {};
+  limits.max_work = 1000;
+  EXPECT_EQ(render_within("{% set s = 'x' * 900 %}ok", limits), "ok");
+  EXPECT_EQ(render_within("{% set s = 'x' * 600 %}{% set t = s ~ 'y' %}", limits),
+            "error: rendering the chat template failed: chat template line 1: the template does "
+            "more than 1000 units of work (bytes and items built, searched or walked): a loop or "
+            "a repetition too large");
 }
