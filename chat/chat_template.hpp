@@ -1,7 +1,10 @@
-// Chat templates: the Jinja `chat_template` of a model's tokenizer_config.json (or
-// `model.chat_template`) parsed once at start and rendered per request into a prompt.
+// Chat templates: a model's Jinja chat template (chat_template.jinja or tokenizer_config.json's
+// field, or `model.chat_template`) parsed once at start and rendered per request into a prompt,
+// within limits that no template can pass.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,12 +24,19 @@ struct chat_message {
   std::string content;
 };
 
-/// A rendered conversation, ready to tokenize.
-struct chat_prompt {
-  /// The prompt text, special tokens written out as text (e.g. "<s>[INST] ...").
-  std::string text;
-  /// Whether the tokenizer should add BOS: false when the template writes `bos_token` itself.
-  bool add_bos = true;
+/// What one rendering may do. A template that would pass a limit fails that rendering with
+/// ec::bad_request naming the limit and the template line, so that no template can hang the
+/// server or exhaust its memory. The defaults leave every real chat template far inside.
+struct render_limits {
+  /// `for` loop iterations of one rendering, all loops together (items a loop's `if` filter
+  /// looks at count too).
+  int64_t max_loop_iterations = 1'000'000;
+  /// Bytes of the rendered prompt; also the most any one value built while rendering may weigh
+  /// (a string's bytes; value::item_weight per item of a list or map, plus the items').
+  std::size_t max_output_bytes = std::size_t{16} << 20;
+  /// Work of one rendering: one unit per byte of a string that is built or searched, per byte
+  /// compared, per item of a list or map walked (8) or built (value::item_weight).
+  std::size_t max_work = std::size_t{256} << 20;
 };
 
 /// The special-token strings a template sees as `bos_token` and `eos_token`.
@@ -39,36 +49,31 @@ struct special_tokens {
 /// one instance may be shared by many threads.
 class chat_template {
  public:
-  /// Parses `source`. An unsupported construct or a syntax error gives ec::bad_config with the
-  /// construct and its line: "chat template line 3: unsupported tag 'macro'".
-  static expected<chat_template> parse(std::string_view source, special_tokens tokens);
+  /// Parses `source`. An unsupported construct, a syntax error or nesting deeper than
+  /// `max_template_nesting` gives ec::bad_config with the construct and its line: "chat
+  /// template line 3: unsupported tag 'macro'".
+  static expected<chat_template> parse(std::string_view source, special_tokens tokens,
+                                       render_limits limits = {});
 
   /// Renders `messages` as transformers' apply_chat_template does (variables `messages`,
-  /// `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and `documents` as none).
-  /// A `raise_exception` call gives ec::bad_request "the chat template refused the
-  /// conversation: MESSAGE"; other render failures give ec::bad_request with the line.
-  expected<chat_prompt> render(const std::vector<chat_message>& messages,
+  /// `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and `documents` as none)
+  /// into the prompt text, special tokens written out as text ("<s>[INST] ..."). The text is
+  /// tokenized as it is, adding no special tokens: a template writes BOS itself when its model
+  /// wants one. A `raise_exception` call gives ec::bad_request "the chat template refused the
+  /// conversation: MESSAGE"; other render failures, a passed limit included, give
+  /// ec::bad_request "rendering the chat template failed: chat template line N: ...".
+  expected<std::string> render(const std::vector<chat_message>& messages,
                                bool add_generation_prompt) const;
 
-  /// Renders with the raw result only (for tests): the text, or the error.
-  expected<std::string> render_text(const std::vector<chat_message>& messages,
-                                    bool add_generation_prompt) const;
-
-  /// Whether the template refers to `bos_token` (then prompts are tokenized without BOS).
-  bool writes_bos() const { return writes_bos_; }
-
   const special_tokens& tokens() const { return tokens_; }
+  const render_limits& limits() const { return limits_; }
 
  private:
   chat_template() = default;
 
   std::shared_ptr<const template_program> program_;
   special_tokens tokens_;
-  bool writes_bos_ = false;
+  render_limits limits_;
 };
-
-/// The template of models that bring none (the embedded stories260K): each message as
-/// "Role: content" on its own line, then "Assistant:" when a generation prompt is asked for.
-std::string_view default_chat_template();
 
 }  // namespace conveyor::chat

@@ -11,6 +11,11 @@
 
 namespace conveyor::chat {
 
+/// The deepest a template may nest: blocks and parenthesized expressions together while
+/// parsing, the syntax tree of one expression, and lists and maps while rendering. Deeper is an
+/// error (rendering recurses that deep).
+inline constexpr int max_template_nesting = 100;
+
 struct expr;
 /// Expressions own their operands.
 using expr_ptr = std::unique_ptr<expr>;
@@ -39,6 +44,8 @@ struct expr {
   kind type = kind::literal;
   /// The 1-based line where it starts.
   int line = 1;
+  /// The height of the tree below and including this node (at most max_template_nesting).
+  int depth = 1;
   value lit;
   std::string name;
   bool negated = false;

@@ -1,6 +1,7 @@
 #include "chat/template_parser.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -55,6 +56,50 @@ class parser {
 
   [[noreturn]] void fail(int line, const std::string& what) const {
     throw template_error(line, "chat template line " + std::to_string(line) + ": " + what);
+  }
+
+  [[noreturn]] void too_deep(int line) const {
+    fail(line, "nested more than " + std::to_string(max_template_nesting) + " deep");
+  }
+
+  // Counts one level of nesting (a block, a parenthesized or bracketed expression, a `not` or a
+  // sign) while the parser recurses into it.
+  class nesting {
+   public:
+    nesting(parser& p, int line) : p_(p) {
+      if (++p_.nesting_ > max_template_nesting) p_.too_deep(line);
+    }
+    ~nesting() { --p_.nesting_; }
+    nesting(const nesting&) = delete;
+    nesting& operator=(const nesting&) = delete;
+
+   private:
+    parser& p_;
+  };
+
+  // Makes `child` (may be null) an operand of `parent`, keeping the tree's height in bounds:
+  // loops build left-deep trees (1 + 1 + 1 ...) without recursing.
+  void adopt(expr& parent, expr_ptr child) {
+    if (child) {
+      parent.depth = std::max(parent.depth, child->depth + 1);
+      if (parent.depth > max_template_nesting) too_deep(parent.line);
+    }
+    parent.args.push_back(std::move(child));
+  }
+
+  void adopt(expr& parent, std::string key, expr_ptr child) {
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    if (parent.depth > max_template_nesting) too_deep(parent.line);
+    parent.kwargs.emplace_back(std::move(key), std::move(child));
+  }
+
+  // A 64-bit integer literal; Python's would be unbounded.
+  int64_t integer(const template_token& t) const {
+    errno = 0;
+    const long long i = std::strtoll(t.text.c_str(), nullptr, 10);
+    if (errno == ERANGE)
+      fail(t.line, "integer literal " + t.text + " is out of range of a 64-bit integer");
+    return static_cast<int64_t>(i);
   }
 
   static std::string describe(const template_token& t) {
@@ -139,6 +184,7 @@ class parser {
 
   std::unique_ptr<node> parse_statement() {
     const auto& t = next();
+    const nesting level{*this, t.line};
     auto n = std::make_unique<node>();
     n->line = t.line;
     if (t.text == "if") {
@@ -215,13 +261,14 @@ class parser {
 
   // expression := or_expr ['if' or_expr ['else' expression]]
   expr_ptr parse_expression() {
+    const nesting level{*this, peek().line};
     auto e = parse_or_expression();
     while (at_name("if")) {
       int line = next().line;
       auto c = make(expr::kind::conditional, line);
-      c->args.push_back(std::move(e));
-      c->args.push_back(parse_or_expression());
-      c->args.push_back(accept_name("else") ? parse_expression() : nullptr);
+      adopt(*c, std::move(e));
+      adopt(*c, parse_or_expression());
+      adopt(*c, accept_name("else") ? parse_expression() : nullptr);
       e = std::move(c);
     }
     return e;
@@ -233,8 +280,8 @@ class parser {
     auto left = parse_and();
     while (at_name("or")) {
       auto e = make(expr::kind::logical_or, next().line);
-      e->args.push_back(std::move(left));
-      e->args.push_back(parse_and());
+      adopt(*e, std::move(left));
+      adopt(*e, parse_and());
       left = std::move(e);
     }
     return left;
@@ -244,8 +291,8 @@ class parser {
     auto left = parse_not();
     while (at_name("and")) {
       auto e = make(expr::kind::logical_and, next().line);
-      e->args.push_back(std::move(left));
-      e->args.push_back(parse_not());
+      adopt(*e, std::move(left));
+      adopt(*e, parse_not());
       left = std::move(e);
     }
     return left;
@@ -253,8 +300,9 @@ class parser {
 
   expr_ptr parse_not() {
     if (at_name("not")) {
+      const nesting level{*this, peek().line};
       auto e = make(expr::kind::negate, next().line);
-      e->args.push_back(parse_not());
+      adopt(*e, parse_not());
       return e;
     }
     return parse_compare();
@@ -279,8 +327,8 @@ class parser {
       }
       auto e = make(expr::kind::binary, line);
       e->name = op;
-      e->args.push_back(std::move(left));
-      e->args.push_back(parse_math1());
+      adopt(*e, std::move(left));
+      adopt(*e, parse_math1());
       left = std::move(e);
     }
   }
@@ -288,8 +336,8 @@ class parser {
   expr_ptr binary(std::string op, int line, expr_ptr l, expr_ptr r) {
     auto e = make(expr::kind::binary, line);
     e->name = std::move(op);
-    e->args.push_back(std::move(l));
-    e->args.push_back(std::move(r));
+    adopt(*e, std::move(l));
+    adopt(*e, std::move(r));
     return e;
   }
 
@@ -332,9 +380,11 @@ class parser {
   expr_ptr parse_unary(bool with_filter) {
     expr_ptr e;
     if (at_op("-")) {
+      const nesting level{*this, peek().line};
       e = make(expr::kind::unary_minus, next().line);
-      e->args.push_back(parse_unary(false));
+      adopt(*e, parse_unary(false));
     } else if (at_op("+")) {
+      const nesting level{*this, peek().line};
       next();
       e = parse_unary(false);
     } else {
@@ -362,8 +412,7 @@ class parser {
         return literal(value{std::move(s)}, t.line);
       }
       case tk::integer:
-        return literal(value{static_cast<int64_t>(std::strtoll(t.text.c_str(), nullptr, 10))},
-                       t.line);
+        return literal(value{integer(t)}, t.line);
       case tk::floating:
         return literal(value{std::strtod(t.text.c_str(), nullptr)}, t.line);
       case tk::op:
@@ -375,10 +424,10 @@ class parser {
             return first;
           }
           auto tuple = make(expr::kind::list, t.line);
-          tuple->args.push_back(std::move(first));
+          adopt(*tuple, std::move(first));
           while (accept_op(",")) {
             if (at_op(")")) break;
-            tuple->args.push_back(parse_expression());
+            adopt(*tuple, parse_expression());
           }
           expect_op(")");
           return tuple;
@@ -386,7 +435,7 @@ class parser {
         if (t.text == "[") {
           auto list = make(expr::kind::list, t.line);
           while (!at_op("]")) {
-            list->args.push_back(parse_expression());
+            adopt(*list, parse_expression());
             if (!accept_op(",")) break;
           }
           expect_op("]");
@@ -395,9 +444,9 @@ class parser {
         if (t.text == "{") {
           auto dict = make(expr::kind::dict, t.line);
           while (!at_op("}")) {
-            dict->args.push_back(parse_expression());
+            adopt(*dict, parse_expression());
             expect_op(":");
-            dict->args.push_back(parse_expression());
+            adopt(*dict, parse_expression());
             if (!accept_op(",")) break;
           }
           expect_op("}");
@@ -422,11 +471,11 @@ class parser {
       if (peek().type == tk::name && at_op("=", 1)) {
         auto key = next().text;
         next();
-        e.kwargs.emplace_back(key, parse_expression());
+        adopt(e, key, parse_expression());
       } else {
         if (!e.kwargs.empty())
           fail(peek().line, "a positional argument after a keyword argument");
-        e.args.push_back(parse_expression());
+        adopt(e, parse_expression());
       }
       if (!accept_op(",")) break;
     }
@@ -440,9 +489,8 @@ class parser {
         const auto& t = next();
         if (t.type == tk::integer) {  // foo.0 is foo[0]
           auto item = make(expr::kind::item, line);
-          item->args.push_back(std::move(e));
-          item->args.push_back(literal(value{static_cast<int64_t>(std::atoll(t.text.c_str()))},
-                                       line));
+          adopt(*item, std::move(e));
+          adopt(*item, literal(value{integer(t)}, line));
           e = std::move(item);
           continue;
         }
@@ -452,14 +500,14 @@ class parser {
           if (!is_supported_method(t.text)) fail(line, "unsupported method '" + t.text + "'");
           auto m = make(expr::kind::method, line);
           m->name = t.text;
-          m->args.push_back(std::move(e));
+          adopt(*m, std::move(e));
           parse_arguments(*m);
           e = std::move(m);
           continue;
         }
         auto a = make(expr::kind::attribute, line);
         a->name = t.text;
-        a->args.push_back(std::move(e));
+        adopt(*a, std::move(e));
         e = std::move(a);
       } else if (at_op("[")) {
         int line = next().line;
@@ -475,12 +523,12 @@ class parser {
         }
         expect_op("]");
         auto s = make(is_slice ? expr::kind::slice : expr::kind::item, line);
-        s->args.push_back(std::move(e));
+        adopt(*s, std::move(e));
         if (!is_slice && !parts[0]) fail(line, "empty subscript");
-        s->args.push_back(std::move(parts[0]));
+        adopt(*s, std::move(parts[0]));
         if (is_slice) {
-          s->args.push_back(std::move(parts[1]));
-          s->args.push_back(std::move(parts[2]));
+          adopt(*s, std::move(parts[1]));
+          adopt(*s, std::move(parts[2]));
         }
         e = std::move(s);
       } else if (at_op("(")) {
@@ -506,7 +554,7 @@ class parser {
         auto f = make(expr::kind::filter, line);
         f->name = expect_name();
         if (!is_supported_filter(f->name)) fail(line, "unsupported filter '" + f->name + "'");
-        f->args.push_back(std::move(e));
+        adopt(*f, std::move(e));
         if (accept_op("(")) parse_arguments(*f);
         e = std::move(f);
       } else if (at_name("is")) {
@@ -518,15 +566,15 @@ class parser {
           fail(line, "expected a test name after 'is'");
         t->name = name.text;
         if (!is_supported_test(t->name)) fail(line, "unsupported test '" + t->name + "'");
-        t->args.push_back(std::move(e));
+        adopt(*t, std::move(e));
         if (accept_op("(")) {
           parse_arguments(*t);
         } else if (peek().type == tk::string || peek().type == tk::integer ||
                    peek().type == tk::floating ||
                    (peek().type == tk::name && !one_of(peek().text, {"and", "or", "if", "else",
                                                                       "not", "in", "is"}))) {
-          t->args.push_back(parse_primary());  // `x is sameas y`, `x is divisibleby 3`
-          t->args.back() = parse_postfix(std::move(t->args.back()));
+          // `x is sameas y`, `x is divisibleby 3`
+          adopt(*t, parse_postfix(parse_primary()));
         }
         e = std::move(t);
       } else {
@@ -538,6 +586,7 @@ class parser {
   std::vector<template_token> tokens_;
   std::size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

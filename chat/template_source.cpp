@@ -5,18 +5,25 @@
 
 namespace conveyor::chat {
 
+namespace {
+
+const char* const remedy =
+    ": set model.chat_template to one (Jinja text or a file) to serve chat completions";
+
+}  // namespace
+
 bool is_inline_template(const std::string& setting) {
   return setting.find("{{") != std::string::npos || setting.find("{%") != std::string::npos;
 }
 
-expected<chat_template> select_chat_template(const std::string& setting,
-                                             const std::string& model_template,
-                                             special_tokens tokens) {
+expected<chat_template_choice> select_chat_template(
+    const std::string& setting, const std::vector<named_template>& model_templates,
+    const std::string& model_origin, special_tokens tokens, render_limits limits) {
+  chat_template_choice choice;
   std::string source;
-  std::string origin;
   if (!setting.empty() && is_inline_template(setting)) {
     source = setting;
-    origin = "model.chat_template";
+    choice.origin = "model.chat_template";
   } else if (!setting.empty()) {
     std::ifstream in{setting, std::ios::binary};
     if (!in)
@@ -25,17 +32,32 @@ expected<chat_template> select_chat_template(const std::string& setting,
     std::stringstream ss;
     ss << in.rdbuf();
     source = ss.str();
-    origin = "model.chat_template (" + setting + ")";
-  } else if (!model_template.empty()) {
-    source = model_template;
-    origin = "the model's tokenizer_config.json chat_template";
+    choice.origin = "model.chat_template (" + setting + ")";
   } else {
-    source = std::string{default_chat_template()};
-    origin = "the default chat template";
+    std::string names;
+    for (const auto& [name, text] : model_templates) {
+      if (name == "default") {
+        source = text;
+        choice.origin = model_origin;
+      }
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    if (choice.origin.empty()) {
+      choice.refusal =
+          model_templates.empty()
+              ? "this model has no chat template (no chat_template.jinja, and no "
+                "\"chat_template\" in tokenizer_config.json, beside its tokenizer)" +
+                    std::string{remedy}
+              : "this model's chat templates (" + names + ", in " + model_origin +
+                    ") include none named \"default\", for a conversation without tools" + remedy;
+      return choice;
+    }
   }
-  auto parsed = chat_template::parse(source, std::move(tokens));
-  if (!parsed) return make_error(code_of(parsed.error()), origin + ": " + message_of(parsed.error()));
-  return parsed;
+  auto parsed = chat_template::parse(source, std::move(tokens), limits);
+  if (!parsed)
+    return make_error(code_of(parsed.error()), choice.origin + ": " + message_of(parsed.error()));
+  choice.tmpl = std::make_shared<const chat_template>(std::move(*parsed));
+  return choice;
 }
 
 }  // namespace conveyor::chat

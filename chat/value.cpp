@@ -1,10 +1,20 @@
 #include "chat/value.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 namespace conveyor::chat {
+
+namespace {
+
+std::size_t add_weight(std::size_t a, std::size_t b) {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+}  // namespace
 
 value value::none() {
   value v;
@@ -16,14 +26,35 @@ value::value(bool b) : kind_(kind::boolean), b_(b) {}
 value::value(int64_t i) : kind_(kind::integer), i_(i) {}
 value::value(double d) : kind_(kind::floating), d_(d) {}
 value::value(std::string s)
-    : kind_(kind::string), s_(std::make_shared<const std::string>(std::move(s))) {}
-value::value(value_list l)
-    : kind_(kind::list), l_(std::make_shared<const value_list>(std::move(l))) {}
-value::value(value_map m) : kind_(kind::map), m_(std::make_shared<value_map>(std::move(m))) {}
+    : kind_(kind::string),
+      weight_(s.size()),
+      s_(std::make_shared<const std::string>(std::move(s))) {}
+
+value::value(value_list l) : kind_(kind::list) {
+  for (const auto& item : l) {
+    weight_ = add_weight(weight_, add_weight(item_weight, item.weight_));
+    depth_ = std::max(depth_, item.depth_);
+  }
+  depth_ += 1;
+  l_ = std::make_shared<const value_list>(std::move(l));
+}
+
+value::value(value_map m) : kind_(kind::map) {
+  for (const auto& [key, item] : m) {
+    weight_ = add_weight(weight_, add_weight(item_weight + key.size(), item.weight_));
+    depth_ = std::max(depth_, item.depth_);
+  }
+  depth_ += 1;
+  m_ = std::make_shared<value_map>(std::move(m));
+}
 
 value value::make_namespace(value_map attributes) {
-  value v{std::move(attributes)};
+  value v;
+  v.kind_ = kind::map;
   v.namespace_ = true;
+  v.depth_ = 1;
+  v.weight_ = item_weight;
+  v.m_ = std::make_shared<value_map>(std::move(attributes));
   return v;
 }
 
@@ -54,6 +85,10 @@ void value::set_attribute(const std::string& key, value v) {
       return;
     }
   m_->emplace_back(key, std::move(v));
+}
+
+void value::clear_attributes() {
+  if (namespace_) m_->clear();
 }
 
 bool value::truthy() const {
@@ -193,74 +228,105 @@ void quote_json(std::string& out, const std::string& s) {
 }  // namespace
 
 std::string value::str() const {
-  switch (kind_) {
-    case kind::undefined:
-      return "";
-    case kind::string:
-      return *s_;
-    default:
-      return repr();
-  }
+  std::string out;
+  append_str(out, SIZE_MAX);
+  return out;
 }
 
 std::string value::repr() const {
+  std::string out;
+  append_repr(out, SIZE_MAX);
+  return out;
+}
+
+bool value::append_str(std::string& out, std::size_t max_bytes) const {
   switch (kind_) {
     case kind::undefined:
-      return "";
+      return true;
+    case kind::string:
+      if (s_->size() > max_bytes || out.size() > max_bytes - s_->size()) return false;
+      out += *s_;
+      return true;
+    default:
+      return append_repr(out, max_bytes);
+  }
+}
+
+bool value::append_repr(std::string& out, std::size_t max_bytes) const {
+  switch (kind_) {
+    case kind::undefined:
+      break;
     case kind::none:
-      return "None";
+      out += "None";
+      break;
     case kind::boolean:
-      return b_ ? "True" : "False";
+      out += b_ ? "True" : "False";
+      break;
     case kind::integer:
-      return std::to_string(i_);
+      out += std::to_string(i_);
+      break;
     case kind::floating:
-      return float_repr(d_);
-    case kind::string: {
-      std::string out;
+      out += float_repr(d_);
+      break;
+    case kind::string:
       quote_python(out, *s_);
-      return out;
-    }
+      break;
     case kind::list: {
-      std::string out = "[";
+      out += '[';
       for (std::size_t i = 0; i < l_->size(); ++i) {
         if (i) out += ", ";
-        out += (*l_)[i].repr();
+        if (!(*l_)[i].append_repr(out, max_bytes)) return false;
       }
-      return out + "]";
+      out += ']';
+      break;
     }
     case kind::map: {
-      if (namespace_) return "<Namespace>";
-      std::string out = "{";
+      if (namespace_) {
+        out += "<Namespace>";
+        break;
+      }
+      out += '{';
       bool first = true;
       for (const auto& [k, v] : *m_) {
         if (!first) out += ", ";
         first = false;
         quote_python(out, k);
-        out += ": " + v.repr();
+        out += ": ";
+        if (!v.append_repr(out, max_bytes)) return false;
       }
-      return out + "}";
+      out += '}';
+      break;
     }
   }
-  return "";
+  return out.size() <= max_bytes;
 }
 
-bool value::to_json(std::string& out, int indent, int depth) const {
-  auto newline = [&](int level) {
+value::json_error value::to_json(std::string& out, int indent, std::size_t max_bytes) const {
+  return append_json(out, indent, max_bytes, 0);
+}
+
+value::json_error value::append_json(std::string& out, int indent, std::size_t max_bytes,
+                                     int level) const {
+  // The indentation of `level`: at most max_bytes, so it never overflows (levels nest shallowly).
+  auto newline = [&](int at) {
+    const auto spaces = static_cast<std::size_t>(indent) * static_cast<std::size_t>(at);
+    if (spaces > max_bytes || out.size() + 1 > max_bytes - spaces) return false;
     out += '\n';
-    out.append(static_cast<std::size_t>(indent * level), ' ');
+    out.append(spaces, ' ');
+    return true;
   };
   switch (kind_) {
     case kind::undefined:
-      return false;
+      return json_error::undefined;
     case kind::none:
       out += "null";
-      return true;
+      break;
     case kind::boolean:
       out += b_ ? "true" : "false";
-      return true;
+      break;
     case kind::integer:
       out += std::to_string(i_);
-      return true;
+      break;
     case kind::floating:
       if (std::isnan(d_))
         out += "NaN";
@@ -268,46 +334,49 @@ bool value::to_json(std::string& out, int indent, int depth) const {
         out += d_ < 0 ? "-Infinity" : "Infinity";
       else
         out += float_repr(d_);
-      return true;
+      break;
     case kind::string:
       quote_json(out, *s_);
-      return true;
+      break;
     case kind::list: {
       if (l_->empty()) {
         out += "[]";
-        return true;
+        break;
       }
       out += '[';
       for (std::size_t i = 0; i < l_->size(); ++i) {
         if (i) out += indent >= 0 ? "," : ", ";
-        if (indent >= 0) newline(depth + 1);
-        if (!(*l_)[i].to_json(out, indent, depth + 1)) return false;
+        if (indent >= 0 && !newline(level + 1)) return json_error::too_large;
+        auto err = (*l_)[i].append_json(out, indent, max_bytes, level + 1);
+        if (err != json_error::none) return err;
       }
-      if (indent >= 0) newline(depth);
+      if (indent >= 0 && !newline(level)) return json_error::too_large;
       out += ']';
-      return true;
+      break;
     }
     case kind::map: {
+      if (namespace_) return json_error::namespace_object;
       if (m_->empty()) {
         out += "{}";
-        return true;
+        break;
       }
       out += '{';
       bool first = true;
       for (const auto& [k, v] : *m_) {
         if (!first) out += indent >= 0 ? "," : ", ";
         first = false;
-        if (indent >= 0) newline(depth + 1);
+        if (indent >= 0 && !newline(level + 1)) return json_error::too_large;
         quote_json(out, k);
         out += ": ";
-        if (!v.to_json(out, indent, depth + 1)) return false;
+        auto err = v.append_json(out, indent, max_bytes, level + 1);
+        if (err != json_error::none) return err;
       }
-      if (indent >= 0) newline(depth);
+      if (indent >= 0 && !newline(level)) return json_error::too_large;
       out += '}';
-      return true;
+      break;
     }
   }
-  return false;
+  return out.size() <= max_bytes ? json_error::none : json_error::too_large;
 }
 
 bool operator==(const value& a, const value& b) {

@@ -27,6 +27,7 @@ set(CONVEYOR_DATA_FILES
   models/stories260K/stories260K.bin=models/stories260K/stories260K.bin
   models/stories260K/tok512.model=models/stories260K/tok512.model
   models/stories260K/tok512.bin=models/stories260K/tok512.bin
+  models/stories260K/chat_template.jinja=models/stories260K/chat_template.jinja
   models/stories260K/LICENSE=models/stories260K/LICENSE
   models/stories260K/README.md=models/stories260K/README.md)
 foreach(_entry IN LISTS CONVEYOR_DATA_FILES)

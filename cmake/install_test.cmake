@@ -27,7 +27,8 @@ set(installed
   lib/conveyor/libconveyor_sentencepiece.so
   share/conveyor/conveyor.toml
   share/conveyor/models/stories260K/stories260K.bin
-  share/conveyor/models/stories260K/tok512.model)
+  share/conveyor/models/stories260K/tok512.model
+  share/conveyor/models/stories260K/chat_template.jinja)
 foreach(f IN LISTS installed)
   if(NOT EXISTS "${moved}/${f}")
     message(FATAL_ERROR "not installed: PREFIX/${f}")

@@ -36,8 +36,9 @@ struct model {
   /// The seed of synthetic weights.
   int64_t seed = 0;
   /// The chat template of /v1/chat/completions: inline Jinja text when it contains "{{" or
-  /// "{%", else the path of a file holding it; empty uses the model's own (its
-  /// tokenizer_config.json) or, for models without one, `chat::default_chat_template()`.
+  /// "{%", else the path of a file holding it; empty uses the model's own (chat_template.jinja
+  /// or tokenizer_config.json's "chat_template" beside its tokenizer); a model without one then
+  /// gets chat refused (400).
   std::string chat_template;
   /// The number format executors compute in: "auto" (f32 on a CPU; bf16 on a GPU when the
   /// weights are stored in bf16 or f16, else f32), "f32" or "bf16".

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of each fuzz target into fuzz/corpus/<target>/ (standard library only,
 deterministic). Run from anywhere: python3 fuzz/make_corpus.py. The seeds are committed."""
+import glob
 import json
 import os
 import shutil
@@ -146,3 +147,32 @@ requests = {
 }
 for name, raw in requests.items():
     write(d, name, raw)
+
+# -- template_lexer, template_parser, template_renderer: chat templates ----------------------------
+# The templates of the chat tests (the formats of real models, the embedded model's, one that uses
+# every supported construct, those saved with tokenizers), and small ones at the renderer's limits.
+templates = {}
+for path in sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "chat_templates", "*.jinja"))):
+    templates[os.path.basename(path)] = open(path, encoding="utf-8").read()
+templates["stories260K.jinja"] = open(os.path.join(ROOT, "models", "stories260K", "chat_template.jinja"),
+                                      encoding="utf-8").read()
+for path in sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "chat_templates", "models", "*",
+                                          "**", "*.jinja"), recursive=True)):
+    rel = os.path.relpath(path, os.path.join(ROOT, "tests", "fixtures", "chat_templates", "models"))
+    templates["saved-" + rel.replace(os.sep, "-")] = open(path, encoding="utf-8").read()
+templates.update({
+    "range.jinja": "{% for i in range(3, -9, -4) %}{{ i }}{% endfor %}{{ range(5) | length }}",
+    "arithmetic.jinja": "{{ 2 ** 62 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 'ab' * 3 }} "
+                        "{{ [1] * 2 + [3] }} {{ 1.5 | int }} {{ '12' | int }} {{ -3 | abs }}",
+    "strings.jinja": "{{ 'a,b,,c'.split(',') }} {{ ' x y '.split() }} {{ 'aaa' | replace('a', 'bb') }} "
+                     "{{ 'héllo'[1:4] }} {{ 'héllo'[::-1] }} {{ 'lo' in 'hello' }} {{ 'x' ~ 1 ~ none }}",
+    "namespace.jinja": "{% set ns = namespace(s='', n=0) %}{% for m in messages %}"
+                       "{% set ns.s = ns.s ~ m.content %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+                       "{{ ns.s | length }} {{ ns.n }} {{ {'a': [1, {'b': none}]} | tojson(indent=2) }}",
+    "nesting.jinja": "{{ ((((1 + 2) * 3) - 4) // 5) }}{% if true %}{% for m in messages %}"
+                     "{% if m.role == 'user' %}{{ [[m.content]] }}{% endif %}{% endfor %}{% endif %}",
+})
+for name in ("template_lexer", "template_parser", "template_renderer"):
+    d = target(name)
+    for file, text in templates.items():
+        write(d, file, text)

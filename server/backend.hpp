@@ -27,8 +27,9 @@ namespace conveyor::server {
 struct completion_request {
   /// The prompt text (UTF-8, may be empty).
   std::string prompt;
-  /// Whether the tokenizer puts BOS before the prompt; false when the prompt is a rendered
-  /// chat template that writes `bos_token` itself.
+  /// Whether the tokenizer adds its special tokens (BOS before the prompt): `add_special_tokens`
+  /// of a completion; false for a rendered chat template, which writes `bos_token` itself when
+  /// its model wants one.
   bool add_bos = true;
   /// Most tokens to generate (limits of these four: conveyor::sampling_limits).
   int32_t max_tokens = sampling_defaults{}.max_tokens;

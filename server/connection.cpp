@@ -343,7 +343,7 @@ class http_connection final : public connection,
     framing_.http10 = req.version() < 11;
     method_ = std::string{req.method_string()};
     target_ = std::string{req.target()};
-    auto routed = route(req.method(), method_, target_, st_.options.chat_template != nullptr);
+    auto routed = route(req.method(), method_, target_);
     if (auto* refusal = std::get_if<error_answer>(&routed)) {
       respond_answer(*refusal);
       return;
@@ -370,7 +370,8 @@ class http_connection final : public connection,
       case endpoint::detokenize: {
         auto answer =
             std::get<endpoint>(routed) == endpoint::tokenize
-                ? answer_tokenize(req.body(), st_.backend, st_.options.chat_template.get())
+                ? answer_tokenize(req.body(), st_.backend, st_.options.chat_template.get(),
+                                  st_.options.chat_refusal)
                 : answer_detokenize(req.body(), st_.backend);
         if (auto* refusal = std::get_if<error_answer>(&answer))
           respond_answer(*refusal);
@@ -408,6 +409,7 @@ class http_connection final : public connection,
     ctx.served_model = st_.model;
     ctx.defaults = st_.backend.defaults();
     ctx.chat_template = st_.options.chat_template.get();
+    ctx.chat_refusal = st_.options.chat_refusal;
     ctx.max_prompts = st_.options.max_prompts;
     ctx.max_n = st_.options.max_n;
     auto read = read_completion_request(body, kind, ctx);

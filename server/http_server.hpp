@@ -9,12 +9,9 @@
 #include <string>
 #include <system_error>
 
+#include "chat/template_source.hpp"
 #include "config/config.hpp"
 #include "server/backend.hpp"
-
-namespace conveyor::chat {
-class chat_template;
-}  // namespace conveyor::chat
 
 namespace conveyor::server {
 
@@ -68,9 +65,11 @@ struct server_options {
   std::size_t max_prompts = static_cast<std::size_t>(config::server{}.max_prompts);
   /// The most choices (`n`) per prompt.
   std::size_t max_n = static_cast<std::size_t>(config::server{}.max_n);
-  /// The chat template `POST /v1/chat/completions` renders conversations with; null answers
-  /// that endpoint with 404.
+  /// The chat template `POST /v1/chat/completions` (and `/tokenize` of messages) renders
+  /// conversations with; null refuses chat with a 400 whose message is `chat_refusal`.
   std::shared_ptr<const chat::chat_template> chat_template;
+  /// Why chat is refused without a template (chat::select_chat_template says why).
+  std::string chat_refusal{chat::no_chat_template_refusal};
 };
 
 /// An HTTP/1.1 server for `POST /v1/completions`, `POST /v1/chat/completions`,

@@ -63,7 +63,8 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
                                                                 std::size_t max_n = 16);
 
 /// Parses and validates a chat completion body and renders its conversation with `tmpl` into
-/// the one request's prompt (tokenized without BOS when the template writes `bos_token`).
+/// the one request's prompt, tokenized adding no special tokens (BOS only where the template
+/// writes `bos_token`, as transformers' apply_chat_template(tokenize=True) and vLLM do).
 /// `messages` must be a non-empty array of {role: system|user|assistant, content: a string or
 /// an array of {type: "text", text} parts, joined by newlines}; `max_completion_tokens` takes
 /// precedence over `max_tokens`; `logprobs` is a boolean and `top_logprobs` 0..20 (only with

@@ -106,8 +106,10 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   // vLLM's add_generation_prompt: false leaves the assistant's turn unopened.
   auto prompt = tmpl.render(messages, get_bool(obj, "add_generation_prompt").value_or(true));
   if (!prompt) fail("messages", message_of(prompt.error()));
-  proto.prompt = std::move(prompt->text);
-  proto.add_bos = prompt->add_bos;
+  // Tokenized adding no special tokens, as transformers' apply_chat_template(tokenize=True) and
+  // vLLM's chat do: the template writes BOS (bos_token) when the model wants one.
+  proto.prompt = std::move(*prompt);
+  proto.add_bos = false;
   result.n = n;
   add_choices(proto, n, result);
   return result;

@@ -6,7 +6,7 @@
 namespace conveyor::server::detail {
 
 std::variant<endpoint, error_answer> route(http::verb method, std::string_view method_name,
-                                           std::string_view target, bool chat_enabled) {
+                                           std::string_view target) {
   auto path = target.substr(0, target.find('?'));
   auto only = [&](endpoint e, http::verb allowed,
                   const char* allow) -> std::variant<endpoint, error_answer> {
@@ -20,7 +20,7 @@ std::variant<endpoint, error_answer> route(http::verb method, std::string_view m
     return answer;
   };
   if (path == "/v1/completions") return only(endpoint::completions, http::verb::post, "POST");
-  if (path == "/v1/chat/completions" && chat_enabled)
+  if (path == "/v1/chat/completions")
     return only(endpoint::chat_completions, http::verb::post, "POST");
   if (path == "/v1/models") return only(endpoint::models, http::verb::get, "GET");
   if (path == "/health") return only(endpoint::health, http::verb::get, "GET");
@@ -40,9 +40,18 @@ std::pair<unsigned, std::string> health_answer(bool ready, bool draining) {
   return {200, R"({"status":"ok"})"};
 }
 
+error_answer chat_refused(std::string_view refusal) {
+  error_answer answer;
+  answer.message = std::string{refusal};
+  answer.code = to_string(ec::bad_request);
+  return answer;
+}
+
 std::variant<completion_body, error_answer> read_completion_request(std::string_view body,
                                                                     api_kind kind,
                                                                     const request_context& ctx) {
+  if (kind == api_kind::chat_completions && !ctx.chat_template)
+    return chat_refused(ctx.chat_refusal);
   auto parsed = kind == api_kind::chat_completions
                     ? parse_chat_body(body, ctx.defaults, *ctx.chat_template, ctx.max_n)
                     : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);

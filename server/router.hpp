@@ -18,7 +18,7 @@ namespace conveyor::server::detail {
 enum class endpoint {
   /// `POST /v1/completions`.
   completions,
-  /// `POST /v1/chat/completions` (only with a chat template).
+  /// `POST /v1/chat/completions` (a 400 when the model has no chat template).
   chat_completions,
   /// `GET /v1/models`.
   models,
@@ -49,9 +49,12 @@ struct error_answer {
 };
 
 /// Routes `method` and `target` (the query string is ignored): the endpoint, or a 404 (no such
-/// endpoint; chat without a template) or 405 (with Allow) answer.
+/// endpoint) or 405 (with Allow) answer.
 std::variant<endpoint, error_answer> route(http::verb method, std::string_view method_name,
-                                           std::string_view target, bool chat_enabled);
+                                           std::string_view target);
+
+/// The 400 that refuses chat for a model without a chat template: `refusal` says why.
+error_answer chat_refused(std::string_view refusal);
 
 /// `GET /health`: status and body; 503 while draining or not ready.
 std::pair<unsigned, std::string> health_answer(bool ready, bool draining);
@@ -62,8 +65,9 @@ struct request_context {
   std::string_view served_model;
   /// Values of absent fields.
   completion_defaults defaults;
-  /// The chat template (chat requests only).
+  /// The chat template (chat requests only); null refuses chat with a 400 saying `chat_refusal`.
   const chat::chat_template* chat_template = nullptr;
+  std::string_view chat_refusal;
   /// Most prompts in a prompt array.
   std::size_t max_prompts = 64;
   /// Most choices per prompt (`n`).

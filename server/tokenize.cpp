@@ -39,7 +39,8 @@ error_answer internal_error(const std::string& what) {
 
 std::variant<std::string, error_answer> answer_tokenize(std::string_view body,
                                                         const completion_backend& backend,
-                                                        const chat::chat_template* tmpl) {
+                                                        const chat::chat_template* tmpl,
+                                                        std::string_view chat_refusal) {
   if (!backend.has_tokenizer()) return not_implemented("this server has no tokenizer to use");
   json obj;
   if (auto err = parse_json_object(body, obj)) return bad_request(err->message, err->param);
@@ -59,14 +60,14 @@ std::variant<std::string, error_answer> answer_tokenize(std::string_view body,
       const bool special = get_bool(obj, "add_special_tokens").value_or(true);
       tokens = backend.tokenize(prompt.get<std::string>(), special);
     } else {
-      if (!tmpl) return not_implemented("this server has no chat template");
+      if (!tmpl) return chat_refused(chat_refusal);
       auto messages = read_messages(obj);
       const bool generation_prompt = get_bool(obj, "add_generation_prompt").value_or(true);
       auto prompt = tmpl->render(messages, generation_prompt);
       if (!prompt) fail("messages", message_of(prompt.error()));
-      // As a chat completion's prompt: BOS only when the template does not write it.
-      const bool special = get_bool(obj, "add_special_tokens").value_or(prompt->add_bos);
-      tokens = backend.tokenize(prompt->text, special);
+      // As a chat completion's prompt (vLLM's default too): the template writes BOS if any.
+      const bool special = get_bool(obj, "add_special_tokens").value_or(false);
+      tokens = backend.tokenize(*prompt, special);
     }
     return dump(json{
         {"count", tokens.size()}, {"max_model_len", backend.max_model_len()}, {"tokens", tokens}});

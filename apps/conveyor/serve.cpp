@@ -32,25 +32,32 @@ int run_serve(const config_flags& flags) {
   // Signals go to sigwait below, never to a worker thread.
   sigset_t signals = block_stop_signals();
   // The chat template fails at start, before any model loads: model.chat_template, else the
-  // tokenizer_config.json beside the tokenizer (its template, BOS and EOS), else the default
-  // template with SentencePiece's "<s>" and "</s>".
-  auto tokenizer_settings = model::tokenizer_config_beside(tokenizer_file(*cfg));
-  if (!tokenizer_settings) {
-    std::fprintf(stderr, "conveyor serve: %s\n", message_of(tokenizer_settings.error()).c_str());
+  // model's own beside the tokenizer (chat_template.jinja, tokenizer_config.json's field), with
+  // the BOS and EOS of tokenizer_config.json (else SentencePiece's "<s>" and "</s>"). A model
+  // with neither gets chat refused with a 400 that says so.
+  const auto tokenizer_path = tokenizer_file(*cfg);
+  auto tokenizer_settings = model::tokenizer_config_beside(tokenizer_path);
+  auto model_templates = model::chat_templates_beside(tokenizer_path);
+  if (!tokenizer_settings || !model_templates) {
+    const auto& err = !tokenizer_settings ? tokenizer_settings.error() : model_templates.error();
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(err).c_str());
     return 1;
   }
   chat::special_tokens tokens{"<s>", "</s>"};
-  std::string model_template;
   if (const auto& t = *tokenizer_settings) {
     if (!t->bos_token.empty()) tokens.bos_token = t->bos_token;
     if (!t->eos_token.empty()) tokens.eos_token = t->eos_token;
-    model_template = t->chat_template;
   }
-  auto chat_template = chat::select_chat_template(cfg->model.chat_template, model_template, tokens);
-  if (!chat_template) {
-    std::fprintf(stderr, "conveyor serve: %s\n", message_of(chat_template.error()).c_str());
+  auto chat = chat::select_chat_template(cfg->model.chat_template, model_templates->templates,
+                                         model_templates->origin, tokens);
+  if (!chat) {
+    std::fprintf(stderr, "conveyor serve: %s\n", message_of(chat.error()).c_str());
     return 1;
   }
+  if (chat->tmpl)
+    spdlog::info("chat template: {}", chat->origin);
+  else
+    spdlog::warn("chat completions are refused: {}", chat->refusal);
   caf::actor_system_config sys_cfg;
   // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
   configure_actor_system(sys_cfg);
@@ -83,7 +90,8 @@ int run_serve(const config_flags& flags) {
   so.stream_delay = std::chrono::milliseconds(cfg->server.stream_delay_ms);
   so.max_prompts = size_t(cfg->server.max_prompts);
   so.max_n = size_t(cfg->server.max_n);
-  so.chat_template = std::make_shared<const chat::chat_template>(std::move(*chat_template));
+  so.chat_template = chat->tmpl;
+  if (!chat->tmpl) so.chat_refusal = chat->refusal;
   server::http_server http{so, backend};
   if (auto err = http.start()) {
     std::fprintf(stderr, "conveyor serve: cannot listen on %s:%d: %s\n", so.host.c_str(),

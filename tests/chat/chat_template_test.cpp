@@ -50,7 +50,7 @@ std::string parse_error(const std::string& source) {
 std::string render_one(const std::string& source, const std::vector<chat_message>& messages = {
                                                       {"user", "hi"}}) {
   auto t = parse_ok(source);
-  auto out = t.render_text(messages, false);
+  auto out = t.render(messages, false);
   if (!out) return "error: " + message_of(out.error());
   return *out;
 }
@@ -65,11 +65,12 @@ TEST(chat_template, equals_jinja2_for_every_committed_rendering) {
   for (const auto& r : renderings) {
     const std::string name = r.at("template");
     const auto& tokens = fixture.at("templates").at(name);
-    auto t = parse_ok(read_file(fixture_dir + name + ".jinja"),
-                      {tokens.at("bos_token"), tokens.at("eos_token")});
+    auto t = parse_ok(
+        read_file(std::string{CONVEYOR_SOURCE_DIR} + "/" + tokens.at("file").get<std::string>()),
+        {tokens.at("bos_token"), tokens.at("eos_token")});
     auto messages = to_messages(fixture.at("conversations").at(r.at("conversation").get<std::string>()));
     bool add_generation_prompt = r.at("add_generation_prompt");
-    auto out = t.render_text(messages, add_generation_prompt);
+    auto out = t.render(messages, add_generation_prompt);
     std::string what = name + " / " + r.at("conversation").get<std::string>() +
                        (add_generation_prompt ? " / generation prompt" : "");
     if (r.contains("output")) {
@@ -92,23 +93,20 @@ TEST(chat_template, equals_jinja2_for_every_committed_rendering) {
   EXPECT_GT(errors, 4);
 }
 
-TEST(chat_template, the_default_template_is_the_committed_one) {
-  EXPECT_EQ(default_chat_template(), read_file(fixture_dir + "default.jinja"));
-  auto t = parse_ok(std::string{default_chat_template()});
+TEST(chat_template, the_embedded_models_template_gives_role_lines) {
+  auto t = parse_ok(
+      read_file(std::string{CONVEYOR_SOURCE_DIR} + "/models/stories260K/chat_template.jinja"));
   auto p = t.render({{"system", "Be brief."}, {"user", " Hi "}}, true);
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->text, "System: Be brief.\nUser: Hi\nAssistant:");
-  EXPECT_TRUE(p->add_bos);  // it writes no bos_token, so the tokenizer adds BOS
+  EXPECT_EQ(*p, "System: Be brief.\nUser: Hi\nAssistant:");
 }
 
-TEST(chat_template, a_template_that_writes_bos_token_is_tokenized_without_bos) {
-  auto t = parse_ok("{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}");
-  EXPECT_TRUE(t.writes_bos());
+TEST(chat_template, special_tokens_are_written_as_text) {
+  auto t =
+      parse_ok("{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}");
   auto p = t.render({{"user", "x"}}, false);
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->text, "<s>x");
-  EXPECT_FALSE(p->add_bos);
-  EXPECT_FALSE(parse_ok("{{ messages[0].content }}").writes_bos());
+  EXPECT_EQ(*p, "<s>x</s>");
 }
 
 TEST(chat_template, unsupported_constructs_fail_at_parse_time_with_their_line) {
@@ -144,7 +142,7 @@ TEST(chat_template, raise_exception_names_the_message) {
             "the chat template refused the conversation: only users, got assistant");
   auto fine = t.render({{"user", "x"}}, false);
   ASSERT_TRUE(fine);
-  EXPECT_EQ(fine->text, "ok");
+  EXPECT_EQ(*fine, "ok");
 }
 
 TEST(chat_template, render_errors_name_the_line) {

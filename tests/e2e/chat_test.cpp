@@ -1,7 +1,8 @@
-// POST /v1/chat/completions on the real binary with stories260K and its default template:
-// curl (whole and streamed) and the `openai` Python package get, greedily, exactly the text
-// that /v1/completions gives for jinja2's rendering of the same conversation (committed in
-// tests/fixtures/chat_templates/expected.json), so the reference lies outside the chat code.
+// POST /v1/chat/completions on the real binary with stories260K and its own template
+// (models/stories260K/chat_template.jinja): curl (whole and streamed) and the `openai` Python
+// package get, greedily, exactly the text that /v1/completions gives for jinja2's rendering of the
+// same conversation (committed in tests/fixtures/chat_templates/expected.json) tokenized adding no
+// special tokens, as chat tokenizes it, so the reference lies outside the chat code.
 #include <fstream>
 #include <sstream>
 
@@ -21,13 +22,13 @@ json fixture() {
   return json::parse(ss.str());
 }
 
-// jinja2's rendering of `conversation` with the default template and a generation prompt.
+// jinja2's rendering of `conversation` with stories260K's template and a generation prompt.
 std::string jinja2_rendering(const json& f, const std::string& conversation) {
   for (const auto& r : f["renderings"])
-    if (r["template"] == "default" && r["conversation"] == conversation &&
+    if (r["template"] == "stories260K" && r["conversation"] == conversation &&
         r["add_generation_prompt"] == true)
       return r["output"];
-  ADD_FAILURE() << "no default rendering of " << conversation;
+  ADD_FAILURE() << "no stories260K rendering of " << conversation;
   return {};
 }
 
@@ -48,9 +49,11 @@ TEST(e2e_chat, curl_whole_and_streamed_equal_the_completion_of_the_jinja2_render
   ASSERT_TRUE(server.ok()) << server.error();
   for (const std::string conversation : {"system_user", "system_multi_turn"}) {
     SCOPED_TRACE(conversation);
-    const auto reference = json::parse(curl_post(
-        server, "/v1/completions",
-        {{"prompt", jinja2_rendering(f, conversation)}, {"max_tokens", 40}, {"temperature", 0}}));
+    const auto reference = json::parse(curl_post(server, "/v1/completions",
+                                                 {{"prompt", jinja2_rendering(f, conversation)},
+                                                  {"add_special_tokens", false},
+                                                  {"max_tokens", 40},
+                                                  {"temperature", 0}}));
     const std::string expected = reference["choices"][0]["text"];
     ASSERT_FALSE(expected.empty());
     const json request{{"messages", f["conversations"][conversation]},
@@ -63,7 +66,8 @@ TEST(e2e_chat, curl_whole_and_streamed_equal_the_completion_of_the_jinja2_render
     EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
     EXPECT_EQ(whole["choices"][0]["message"]["content"], expected);
     EXPECT_EQ(whole["choices"][0]["finish_reason"], reference["choices"][0]["finish_reason"]);
-    // Same prompt tokens: the chat prompt was tokenized as the completion's (BOS added once).
+    // Same prompt tokens: the chat prompt was tokenized as the completion's (no BOS: the template
+    // writes none).
     EXPECT_EQ(whole["usage"], reference["usage"]);
 
     auto streamed_request = request;
@@ -139,8 +143,9 @@ namespace conveyor::e2e {
 namespace {
 
 // A tokenizer.json with a tokenizer_config.json beside it: its chat template (here the
-// contents of the messages, concatenated) is the one served, through the Hugging Face tokenizer;
-// the greedy answer to "Once upon a time" is run.c's expected story.
+// contents of the messages, concatenated, and no bos_token) is the one served, through the
+// Hugging Face tokenizer, tokenized adding no special tokens although its post-processor adds
+// BOS to a completion's prompt.
 TEST(e2e_chat, the_template_of_tokenizer_config_json_is_served) {
   conveyor_process server{
       {"--set", "model.tokenizer=tests/fixtures/tokenizers/llama_spm/tokenizer.json"}};
@@ -152,8 +157,16 @@ TEST(e2e_chat, the_template_of_tokenizer_config_json_is_served) {
   ASSERT_TRUE(reply);
   ASSERT_EQ(reply->status, 200u) << reply->body;
   const auto body = reply->json();
-  EXPECT_EQ(body["choices"][0]["message"]["content"], expected_once_upon_a_time());
-  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  auto reference = server.request("POST", "/v1/completions",
+                                  json{{"prompt", "Once upon a time"},
+                                       {"add_special_tokens", false},
+                                       {"max_tokens", 60},
+                                       {"temperature", 0}}
+                                      .dump());
+  ASSERT_TRUE(reference);
+  ASSERT_EQ(reference->status, 200u) << reference->body;
+  EXPECT_EQ(body["choices"][0]["message"]["content"], reference->json()["choices"][0]["text"]);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 4);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

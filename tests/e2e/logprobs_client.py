@@ -88,7 +88,7 @@ def main(argv):
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     messages = fixture["conversations"]["system_user"]
     rendered = next(r["output"] for r in fixture["renderings"]
-                    if r["template"] == "default" and r["conversation"] == "system_user"
+                    if r["template"] == "stories260K" and r["conversation"] == "system_user"
                     and r["add_generation_prompt"])
     chat_fields = {"messages": messages, "max_tokens": 10, "temperature": 0, "logprobs": True,
                    "top_logprobs": 4}
@@ -99,9 +99,11 @@ def main(argv):
         "echo0_stream": completion(client, model, True, **echo0),
         "echo2": completion(client, model, False, **echo2),
         "echo2_stream": completion(client, model, True, **echo2),
-        # The chat's prompt as a completion: the same tokens, so the same log-probabilities.
+        # The chat's prompt as a completion: the same tokens (chat adds no special tokens), so
+        # the same log-probabilities.
         "chat_reference": completion(client, model, False, prompt=rendered, max_tokens=10,
-                                     temperature=0, logprobs=4),
+                                     temperature=0, logprobs=4,
+                                     extra_body={"add_special_tokens": False}),
         "chat": chat(client, model, False, **chat_fields),
         "chat_stream": chat(client, model, True, **chat_fields),
         "refused": {

@@ -72,11 +72,12 @@ def chat(client):
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     messages = fixture["conversations"]["system_user"]
     rendered = next(r["output"] for r in fixture["renderings"]
-                    if r["template"] == "default" and r["conversation"] == "system_user"
+                    if r["template"] == "stories260K" and r["conversation"] == "system_user"
                     and r["add_generation_prompt"])
     model = served_model(client)
+    # Chat adds no special tokens to the rendered prompt (the template writes none).
     reference = client.completions.create(model=model, prompt=rendered, max_tokens=40,
-                                          temperature=0)
+                                          temperature=0, extra_body={"add_special_tokens": False})
     whole = client.chat.completions.create(model=model, messages=messages, max_tokens=40,
                                            temperature=0)
     text, finish_reason, roles, chunks = "", None, [], 0

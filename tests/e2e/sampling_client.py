@@ -94,7 +94,11 @@ def sampling(client, base_url):
     prompt_ids, story = expected_run()
     greedy = {"model": model, "prompt": PROMPT, "temperature": 0}
     stop_id = story[4]
-    result = {"prompt_ids": prompt_ids, "story": story, "stop_id": stop_id}
+    # The id of "." (the story's first full stop): it ends the chat answer's first sentence.
+    full_stop = next(t for t in story if post(base_url, "/detokenize", {"tokens": [t]})[1]
+                     .get("prompt") == ".")
+    result = {"prompt_ids": prompt_ids, "story": story, "stop_id": stop_id,
+              "full_stop_id": full_stop}
     for stream in (False, True):
         runs = {
             "greedy": complete(client, stream, **greedy, max_tokens=40),
@@ -127,7 +131,7 @@ def sampling(client, base_url):
                                    frequency_penalty=1.5,
                                    messages=[{"role": "user", "content": PROMPT}]),
             "chat_stop_token_ids": chat(client, stream, model=model, temperature=0,
-                                        max_tokens=40, extra_body={"stop_token_ids": [story[0]]},
+                                        max_tokens=40, extra_body={"stop_token_ids": [full_stop]},
                                         messages=[{"role": "user", "content": PROMPT}]),
             "chat_plain": chat(client, stream, model=model, temperature=0,
                                max_completion_tokens=40,

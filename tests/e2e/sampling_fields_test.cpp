@@ -77,10 +77,10 @@ TEST_F(e2e_sampling_fields, openai_python_whole_and_streamed) {
     EXPECT_EQ(m["stop_token_ids"]["finish_reasons"][0], "stop");
     EXPECT_EQ(m["stop_token_ids"]["usage"]["completion_tokens"], at);
     EXPECT_EQ(text_of(m["stop_token_ids"]), ", there was a");
-    // In chat, the id of "," ends the answer right before its first comma.
+    // In chat, the id of "." ends the answer right before its first full stop.
     const std::string chat_plain = text_of(m["chat_plain"]);
-    ASSERT_NE(chat_plain.find(','), std::string::npos) << chat_plain;
-    EXPECT_EQ(text_of(m["chat_stop_token_ids"]), chat_plain.substr(0, chat_plain.find(',')));
+    ASSERT_NE(chat_plain.find('.'), std::string::npos) << chat_plain;
+    EXPECT_EQ(text_of(m["chat_stop_token_ids"]), chat_plain.substr(0, chat_plain.find('.')));
     EXPECT_EQ(m["chat_stop_token_ids"]["finish_reasons"][0], "stop");
     // min_tokens: "Lily" would end the story after 10 tokens; with min_tokens 12 the next
     // "Lily", at the start of the second line, ends it.

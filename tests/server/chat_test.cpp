@@ -99,7 +99,9 @@ TEST_F(chat_test, whole_answer_is_a_chat_completion_of_the_rendered_prompt) {
   auto reqs = backend.requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].prompt, rendered);
-  EXPECT_TRUE(reqs[0].add_bos);  // the template writes no bos_token
+  // Rendered, then tokenized adding no special tokens, as transformers' apply_chat_template and
+  // vLLM do: a template that writes no bos_token gets no BOS.
+  EXPECT_FALSE(reqs[0].add_bos);
   EXPECT_EQ(reqs[0].max_tokens, 4);
 }
 
@@ -185,11 +187,16 @@ TEST_F(chat_test, bad_conversations_are_400_naming_the_field) {
   EXPECT_EQ(backend.submitted(), 0);
 }
 
-TEST_F(chat_test, without_a_template_the_endpoint_is_404) {
+TEST_F(chat_test, without_a_template_chat_is_a_400_that_says_so) {
   start(nullptr);
   auto reply = post(R"({"messages": [{"role": "user", "content": "x"}]})");
   ASSERT_TRUE(reply);
-  EXPECT_EQ(reply->status, 404u);
+  EXPECT_EQ(reply->status, 400u) << reply->body;
+  auto j = reply->json();
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error") << reply->body;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("no chat template"), std::string::npos)
+      << reply->body;
+  EXPECT_EQ(backend.submitted(), 0);
 }
 
 }  // namespace conveyor::server::test

@@ -294,17 +294,21 @@ TEST(server_tokenize, prompt_and_chat_give_counts_and_tokens) {
   j = ok_json(
       detail::answer_tokenize(R"({"prompt": "AB", "add_special_tokens": false})", b, &tmpl));
   EXPECT_EQ(j["tokens"], json::parse("[68, 69]"));
-  // Chat: the rendered template; it does not write bos_token, so the tokenizer adds BOS.
+  // Chat: the rendered template, tokenized adding no special tokens (it writes no bos_token, so
+  // no BOS), unless add_special_tokens asks for them.
   j = ok_json(
       detail::answer_tokenize(R"({"messages": [{"role": "user", "content": "A"}]})", b, &tmpl));
-  std::vector<int32_t> want{1};
+  std::vector<int32_t> want;
   for (unsigned char c : std::string{"<user>A<assistant>"}) want.push_back(int32_t(c) + 3);
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), want);
   EXPECT_EQ(j["count"], want.size());
   j = ok_json(detail::answer_tokenize(
       R"({"messages": [{"role": "user", "content": "A"}], "add_generation_prompt": false})", b,
       &tmpl));
-  EXPECT_EQ(j["count"], 1 + std::string{"<user>A"}.size());
+  EXPECT_EQ(j["count"], std::string{"<user>A"}.size());
+  j = ok_json(detail::answer_tokenize(
+      R"({"messages": [{"role": "user", "content": "A"}], "add_special_tokens": true})", b, &tmpl));
+  EXPECT_EQ(j["count"], 1 + want.size());
 }
 
 TEST(server_tokenize, detokenize_round_trips) {
@@ -333,11 +337,12 @@ TEST(server_tokenize, bad_bodies_name_the_field) {
   EXPECT_EQ(refused(detail::answer_detokenize(R"({"tokens": "x"})", b)).param, "tokens");
   EXPECT_EQ(refused(detail::answer_detokenize(R"({"tokens": [1, 259]})", b)).param, "tokens[1]");
   EXPECT_EQ(refused(detail::answer_detokenize(R"({"tokens": [1, "a"]})", b)).param, "tokens[1]");
-  // Chat without a template, or no tokenizer at all: 501.
-  EXPECT_EQ(refused(detail::answer_tokenize(R"({"messages": [{"role": "user", "content": "a"}]})",
-                                            b, nullptr))
-                .status,
-            501u);
+  // Chat without a template: 400 saying so.
+  auto no_template = refused(
+      detail::answer_tokenize(R"({"messages": [{"role": "user", "content": "a"}]})", b, nullptr));
+  EXPECT_EQ(no_template.status, 400u);
+  EXPECT_NE(no_template.message.find("no chat template"), std::string::npos)
+      << no_template.message;
 }
 
 }  // namespace conveyor::server
