@@ -70,11 +70,20 @@ std::string unicode_normalize(const std::string& text, const char* form) {
                           &status) &&
       U_SUCCESS(status))
     return text;
-  status = U_ZERO_ERROR;
-  std::u16string normalized(wide.size() * 3 + 8, u'\0');
-  const int32_t n = unorm2_normalize(norm, reinterpret_cast<const UChar*>(wide.data()), wide_length,
-                                     reinterpret_cast<UChar*>(normalized.data()),
-                                     static_cast<int32_t>(normalized.size()), &status);
+  // The normal form may be much longer than the text (NFD makes four characters of U+1F82, NFKC
+  // and NFKD eighteen of U+FDFA): a first guess, then exactly the length ICU says it needs.
+  const auto normalize_into = [&](std::u16string& out) {
+    status = U_ZERO_ERROR;
+    return unorm2_normalize(norm, reinterpret_cast<const UChar*>(wide.data()), wide_length,
+                            reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
+                            &status);
+  };
+  std::u16string normalized(wide.size() + wide.size() / 2 + 8, u'\0');
+  int32_t n = normalize_into(normalized);
+  if (status == U_BUFFER_OVERFLOW_ERROR) {
+    normalized.assign(static_cast<size_t>(n), u'\0');
+    n = normalize_into(normalized);
+  }
   if (U_FAILURE(status)) return text;
   std::string out(static_cast<size_t>(n) * 3 + 4, '\0');
   int32_t out_length = 0;

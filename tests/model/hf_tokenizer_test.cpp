@@ -222,6 +222,27 @@ TEST(hf_tokenizer, invalid_utf8_input_is_encoded_as_replacement_characters) {
                            false));
 }
 
+// -- text that normalizes longer ----------------------------------------------------------------
+
+TEST(hf_normalizers, ids_equal_the_reference_on_text_that_grows) {
+  // NFKC and NFKD make 18 characters of U+FDFA, NFD four of U+1F82: more than three times the
+  // input; the texts hold long runs of them.
+  const auto doc = read_json(fixtures + "normalizers/expected.json");
+  const auto texts = doc["texts"].get<std::vector<std::string>>();
+  for (const char* form : {"nfc", "nfd", "nfkc", "nfkd"}) {
+    auto tok = load_tokenizer(fixtures + "normalizers/" + form + "/tokenizer.json");
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    const auto expected = doc[form].get<std::vector<ids>>();
+    ASSERT_EQ(expected.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto got = (*tok)->encode(texts[i], false);
+      EXPECT_EQ(got, expected[i]) << form << " text " << i << " (" << texts[i].size()
+                                  << " bytes): got " << got.size() << " ids, want "
+                                  << expected[i].size();
+    }
+  }
+}
+
 // -- refusals ------------------------------------------------------------------------------------
 
 namespace {
