@@ -50,7 +50,7 @@ class hf_tokenizer final : public tokenizer {
     normalized_tokens_ = hf::added_token_matcher{std::move(normalized)};
   }
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override {
     std::vector<int32_t> ids;
     ids.reserve(text.size() / 3 + 4);
     if (add_bos) ids.insert(ids.end(), template_.prefix.begin(), template_.prefix.end());
@@ -60,13 +60,16 @@ class hf_tokenizer final : public tokenizer {
       repaired.assign(text);
       text = repaired = drain_utf8(repaired, true);
     }
+    expected<void> status;  // the first error stops the encoding
     raw_tokens_.split(text, [&](const hf::text_segment& segment) {
+      if (!status) return;
       if (segment.id >= 0) {
         ids.push_back(segment.id);
         return;
       }
-      encode_plain(segment.text, segment.offset == 0, ids);
+      status = encode_plain(segment.text, segment.offset == 0, ids);
     });
+    if (!status) return status.error();
     if (add_bos) ids.insert(ids.end(), template_.suffix.begin(), template_.suffix.end());
     return ids;
   }
@@ -99,24 +102,22 @@ class hf_tokenizer final : public tokenizer {
  private:
   /// Normalizes a stretch between raw-matched added tokens, matches the normalized added tokens,
   /// pre-tokenizes and encodes each word.
-  void encode_plain(std::string_view piece, bool at_start, std::vector<int32_t>& ids) const {
+  expected<void> encode_plain(std::string_view piece, bool at_start,
+                              std::vector<int32_t>& ids) const {
     auto emit_word = [&](std::string_view word) { bpe_.encode_word(word, ids); };
-    if (normalizer_.empty()) {
-      pre_tokenizer_.split(piece, at_start, emit_word);
-      return;
-    }
+    if (normalizer_.empty()) return pre_tokenizer_.split(piece, at_start, emit_word);
     std::string normalized{piece};
-    normalizer_.apply(normalized);
-    if (normalized_tokens_.empty()) {
-      pre_tokenizer_.split(normalized, at_start, emit_word);
-      return;
-    }
+    if (auto ok = normalizer_.apply(normalized); !ok) return ok;
+    if (normalized_tokens_.empty()) return pre_tokenizer_.split(normalized, at_start, emit_word);
+    expected<void> status;
     normalized_tokens_.split(normalized, [&](const hf::text_segment& segment) {
+      if (!status) return;
       if (segment.id >= 0)
         ids.push_back(segment.id);
       else
-        pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
+        status = pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
     });
+    return status;
   }
 
   hf::normalizer normalizer_;

@@ -129,7 +129,8 @@ std::string llama2c_tokenizer::normalize(std::string_view text) {
 
 // -- tokenizer interface -------------------------------------------------------------------------
 
-std::vector<int32_t> llama2c_tokenizer::encode(std::string_view text, bool add_bos) const {
+expected<std::vector<int32_t>> llama2c_tokenizer::encode(std::string_view text,
+                                                         bool add_bos) const {
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(bos_id());
   const std::string normalized = normalize(text);

@@ -37,7 +37,7 @@ class llama2c_tokenizer final : public tokenizer {
   /// Encodes `text`: normalize() it, split it into characters, merge the adjacent pair whose
   /// merged piece has the highest score (leftmost on ties) until no pair merges, then spell each
   /// symbol that is not a piece with byte-fallback tokens.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override;
 
   /// Returns the bytes of `id` in generated text, or "" for control ids and ids out of range.
   std::string token_bytes(int32_t id) const override;

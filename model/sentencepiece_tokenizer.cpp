@@ -112,7 +112,7 @@ class sentencepiece_tokenizer final : public tokenizer {
 
   ~sentencepiece_tokenizer() override { api_.free(processor_); }
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override {
     std::vector<int32_t> ids;
     if (add_bos) ids.push_back(bos_id_);
     const size_t offset = ids.size();

@@ -17,8 +17,11 @@ class tokenizer {
  public:
   virtual ~tokenizer() = default;
 
-  /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`. Fails (ec::bad_request, the
+  /// message naming the tokenizer's file and component) only on a text the tokenizer cannot
+  /// finish, e.g. one on which a pre-tokenizer regex of a tokenizer.json backtracks beyond its
+  /// budget: never ids of a different tokenization.
+  virtual expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const = 0;
 
   /// Returns the raw bytes that token `id` stands for in generated text: byte-fallback tokens
   /// (<0x0A>) give their one byte, "▁" gives a space, control tokens (BOS, EOS, UNK) give "".

@@ -49,7 +49,7 @@ class executor_sampling_test : public ::testing::Test {
   sequence_request request(const std::string& prompt, int32_t max_tokens) {
     sequence_request r;
     r.id = 1;
-    r.prompt = tokenizer->encode(prompt, true);
+    r.prompt = *tokenizer->encode(prompt, true);
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0;
     r.times.arrival = now_stamp();
