@@ -39,10 +39,15 @@ class hf_tokenizer final : public tokenizer {
     int32_t size = bpe_.size();
     for (const auto& t : added) size = std::max(size, t.id + 1);
     bytes_of_id_.resize(static_cast<size_t>(size));
-    for (int32_t id = 0; id < bpe_.size(); ++id)
+    byte_fallback_.resize(static_cast<size_t>(size));
+    for (int32_t id = 0; id < bpe_.size(); ++id) {
       bytes_of_id_[static_cast<size_t>(id)] = decoder_.token_bytes(bpe_.token_of(id));
+      byte_fallback_[static_cast<size_t>(id)] = decoder_.is_byte_fallback(bpe_.token_of(id));
+    }
     for (const auto& t : added) {
       bytes_of_id_[static_cast<size_t>(t.id)] = t.special ? "" : decoder_.token_bytes(t.content);
+      byte_fallback_[static_cast<size_t>(t.id)] =
+          !t.special && decoder_.is_byte_fallback(t.content);
       added_ids_.emplace(t.content, t.id);
       (t.normalized && !normalizer_.empty() ? normalized : raw).push_back(t);
     }
@@ -77,6 +82,11 @@ class hf_tokenizer final : public tokenizer {
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || static_cast<size_t>(id) >= bytes_of_id_.size()) return {};
     return bytes_of_id_[static_cast<size_t>(id)];
+  }
+
+  bool is_byte_fallback(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < byte_fallback_.size() &&
+           byte_fallback_[static_cast<size_t>(id)];
   }
 
   int32_t vocab_size() const override { return static_cast<int32_t>(bytes_of_id_.size()); }
@@ -129,6 +139,7 @@ class hf_tokenizer final : public tokenizer {
   hf::added_token_matcher normalized_tokens_;
   std::unordered_map<std::string, int32_t> added_ids_;
   std::vector<std::string> bytes_of_id_;
+  std::vector<bool> byte_fallback_;
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
 };

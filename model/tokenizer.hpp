@@ -28,6 +28,16 @@ class tokenizer {
   /// A single byte-fallback token may be half of a UTF-8 character.
   virtual std::string token_bytes(int32_t id) const = 0;
 
+  /// Whether `id` is a byte-fallback token (<0xE2>): decoding takes a run of them together, and
+  /// a run whose bytes are not UTF-8 as a whole gives one U+FFFD per token (the ByteFallback
+  /// decoder of the tokenizers library, which transformers' decode runs). False for tokenizers
+  /// without byte fallback: byte-level BPE decodes all bytes together, one U+FFFD per maximal
+  /// invalid subpart.
+  virtual bool is_byte_fallback(int32_t id) const {
+    (void)id;
+    return false;
+  }
+
   /// Number of ids.
   virtual int32_t vocab_size() const = 0;
 

@@ -222,7 +222,7 @@ TEST(hf_tokenizer, invalid_utf8_input_is_encoded_as_replacement_characters) {
                             false));
 }
 
-// -- text that normalizes longer, inputs past PCRE2's default limits ----------------------------
+// -- text that normalizes longer, inputs past PCRE2's defaults, bytes that are not UTF-8 --------
 
 TEST(hf_normalizers, ids_equal_the_reference_on_text_that_grows) {
   // NFKC and NFKD make 18 characters of U+FDFA, NFD four of U+1F82: more than three times the
@@ -260,6 +260,49 @@ TEST(hf_long_input, a_whitespace_run_past_pcre2_default_limits_tokenizes_as_the_
     const auto got = *(*tok)->encode(text, false);
     ASSERT_EQ(got.size(), expected.size()) << name << ": " << text.size() << " bytes";
     EXPECT_TRUE(got == expected) << name << ": the ids differ";
+  }
+}
+
+TEST(hf_decode, bytes_that_are_not_utf8_decode_as_transformers_does_whole_and_streamed) {
+  // transformers' decode: a byte-fallback tokenizer (tokenizers' ByteFallback decoder) writes one
+  // U+FFFD per byte token of a run of them that is not UTF-8 as a whole; a byte-level one writes
+  // one per maximal invalid subpart of all the bytes (Rust's from_utf8_lossy). A run that spells
+  // whole characters before it turns invalid keeps those characters in a stream (text_assembler):
+  // there the whole text is the streamed one.
+  const auto doc = read_json(fixtures + "invalid_utf8.json");
+  for (const char* name : {"llama_spm", "gpt2"}) {
+    auto loaded = load_tokenizer(fixtures + name);
+    ASSERT_TRUE(loaded) << message_of(loaded.error());
+    const auto tok = *loaded;
+    size_t failures = 0;
+    size_t kept_characters = 0;
+    for (const auto& c : doc[name]) {
+      const auto sequence = c["ids"].get<ids>();
+      const auto expected = c["text"].get<std::string>();
+      const auto whole = decode_prompt(*tok, sequence);
+      // Generated text after a prompt of BOS alone, one token at a time, then the end.
+      incremental_detokenizer detok{tok, tok->bos_id()};
+      std::string streamed;
+      for (auto id : sequence) {
+        const auto piece = detok.push(id);
+        EXPECT_TRUE(valid_utf8(piece)) << name << " " << render(sequence);
+        streamed += piece;
+      }
+      streamed += detok.flush();
+      if (c["whole_characters_first"].get<bool>()) {
+        ++kept_characters;
+        EXPECT_EQ(whole, streamed) << name << " " << render(sequence);
+        EXPECT_NE(whole, expected) << name << " " << render(sequence);
+        continue;
+      }
+      if ((whole != expected || streamed != expected) && ++failures <= 8)
+        ADD_FAILURE() << name << " ids " << render(sequence) << "\n  want \"" << escaped(expected)
+                      << "\"\n whole \"" << escaped(whole) << "\"\nstream \"" << escaped(streamed)
+                      << "\"";
+    }
+    EXPECT_EQ(failures, 0u) << name << ", of " << doc[name].size() - kept_characters
+                            << " sequences";
+    EXPECT_LT(kept_characters, doc[name].size() / 4) << name;
   }
 }
 
