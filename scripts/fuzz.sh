@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize request_json http_request)
+[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize normalizer request_json http_request)
 
 scripts/sanitize.sh --configure-only
 export CCACHE_BASEDIR="$PWD"
