@@ -191,7 +191,8 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   return std::make_shared<pipeline_request>(std::move(sink));
 }
 
-std::vector<int32_t> pipeline_backend::tokenize(const std::string& text, bool add_bos) const {
+expected<std::vector<int32_t>> pipeline_backend::tokenize(const std::string& text,
+                                                          bool add_bos) const {
   return pipeline_.tokenizer->encode(text, add_bos);
 }
 

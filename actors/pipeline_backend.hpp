@@ -24,7 +24,7 @@ class pipeline_backend final : public server::completion_backend {
   void collect_metrics(std::function<void(std::string text)> reply) override;
   server::completion_defaults defaults() const override { return defaults_; }
   bool has_tokenizer() const override { return pipeline_.tokenizer != nullptr; }
-  std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const override;
+  expected<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   int32_t max_model_len() const override { return pipeline_.context; }
 

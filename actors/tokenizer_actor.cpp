@@ -15,8 +15,13 @@ tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
       [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
         sequence_request seq;
         seq.id = req.id;
-        seq.prompt = req.prompt_tokens.empty() ? tokenizer->encode(req.prompt, req.add_bos)
-                                               : std::move(req.prompt_tokens);
+        if (req.prompt_tokens.empty()) {
+          auto encoded = tokenizer->encode(req.prompt, req.add_bos);
+          if (!encoded) return to_caf_error(std::move(encoded).error());
+          seq.prompt = std::move(*encoded);
+        } else {
+          seq.prompt = std::move(req.prompt_tokens);
+        }
         seq.params = std::move(req.params);
         seq.priority = req.priority;
         seq.times.arrival = req.arrival;

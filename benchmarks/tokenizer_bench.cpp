@@ -77,8 +77,12 @@ void encode_all(benchmark::State& state, const std::string& path,
     tokens = 0;
     for (const auto& d : docs) {
       auto ids = (*tok)->encode(d, true);
-      tokens += ids.size();
-      benchmark::DoNotOptimize(ids.data());
+      if (!ids) {
+        state.SkipWithError(conveyor::message_of(ids.error()).c_str());
+        return;
+      }
+      tokens += ids->size();
+      benchmark::DoNotOptimize(ids->data());
     }
   }
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));

@@ -59,7 +59,8 @@ class instant_backend : public completion_backend {
     return d;
   }
   bool has_tokenizer() const override { return true; }
-  std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const override {
+  conveyor::expected<std::vector<int32_t>> tokenize(const std::string& text,
+                                                    bool add_bos) const override {
     std::vector<int32_t> ids;
     if (add_bos) ids.push_back(1);
     for (unsigned char c : text) ids.push_back(int32_t(c) + 3);

@@ -99,6 +99,16 @@ for i, text in enumerate(texts):
         write(d, "text%d-%02x" % (i, selector), bytes([selector]) + text.encode())
 write(d, "invalid-utf8", b"\x01\xff\xfe\xc3(\xe2\x82\xf0\x9f\x98")
 
+# -- normalizer: a selector byte (which normalizer), a repeat count and text ---------------------
+d = target("normalizer")
+texts = ["\ufdfa", "\ufdfb pray", "\u1f82\u1f82\u1f82", "\u0958\ufb2c\U0001d160", "\u3300 \u3301",
+         "caf\u00e9 cafe\u0301", "\ud55c\uad6d\uc5b4", "\u00bd \u2460 \ufb01 \u2122", "A\u030a\u0301 \u1e9b\u0323",
+         "  spaces\u00a0and\u3000more  ", "plain ASCII text"]
+for i, text in enumerate(texts):
+    for selector, repeat in ((0, 0), (1, 8), (2, 63), (3, 20), (4, 1), (5, 0), (6, 5)):
+        write(d, "text%d-%d" % (i, selector), bytes([selector, repeat]) + text.encode())
+write(d, "invalid-utf8", b"\x03\x02\xff\xfe\xc3(\xe2\x82\xf0\x9f\x98")
+
 # -- request_json: completion and chat bodies ----------------------------------------------------
 d = target("request_json")
 bodies = [

@@ -39,10 +39,15 @@ class hf_tokenizer final : public tokenizer {
     int32_t size = bpe_.size();
     for (const auto& t : added) size = std::max(size, t.id + 1);
     bytes_of_id_.resize(static_cast<size_t>(size));
-    for (int32_t id = 0; id < bpe_.size(); ++id)
+    byte_fallback_.resize(static_cast<size_t>(size));
+    for (int32_t id = 0; id < bpe_.size(); ++id) {
       bytes_of_id_[static_cast<size_t>(id)] = decoder_.token_bytes(bpe_.token_of(id));
+      byte_fallback_[static_cast<size_t>(id)] = decoder_.is_byte_fallback(bpe_.token_of(id));
+    }
     for (const auto& t : added) {
       bytes_of_id_[static_cast<size_t>(t.id)] = t.special ? "" : decoder_.token_bytes(t.content);
+      byte_fallback_[static_cast<size_t>(t.id)] =
+          !t.special && decoder_.is_byte_fallback(t.content);
       added_ids_.emplace(t.content, t.id);
       (t.normalized && !normalizer_.empty() ? normalized : raw).push_back(t);
     }
@@ -50,7 +55,7 @@ class hf_tokenizer final : public tokenizer {
     normalized_tokens_ = hf::added_token_matcher{std::move(normalized)};
   }
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override {
     std::vector<int32_t> ids;
     ids.reserve(text.size() / 3 + 4);
     if (add_bos) ids.insert(ids.end(), template_.prefix.begin(), template_.prefix.end());
@@ -60,13 +65,16 @@ class hf_tokenizer final : public tokenizer {
       repaired.assign(text);
       text = repaired = drain_utf8(repaired, true);
     }
+    expected<void> status;  // the first error stops the encoding
     raw_tokens_.split(text, [&](const hf::text_segment& segment) {
+      if (!status) return;
       if (segment.id >= 0) {
         ids.push_back(segment.id);
         return;
       }
-      encode_plain(segment.text, segment.offset == 0, ids);
+      status = encode_plain(segment.text, segment.offset == 0, ids);
     });
+    if (!status) return status.error();
     if (add_bos) ids.insert(ids.end(), template_.suffix.begin(), template_.suffix.end());
     return ids;
   }
@@ -74,6 +82,11 @@ class hf_tokenizer final : public tokenizer {
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || static_cast<size_t>(id) >= bytes_of_id_.size()) return {};
     return bytes_of_id_[static_cast<size_t>(id)];
+  }
+
+  bool is_byte_fallback(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < byte_fallback_.size() &&
+           byte_fallback_[static_cast<size_t>(id)];
   }
 
   int32_t vocab_size() const override { return static_cast<int32_t>(bytes_of_id_.size()); }
@@ -99,24 +112,22 @@ class hf_tokenizer final : public tokenizer {
  private:
   /// Normalizes a stretch between raw-matched added tokens, matches the normalized added tokens,
   /// pre-tokenizes and encodes each word.
-  void encode_plain(std::string_view piece, bool at_start, std::vector<int32_t>& ids) const {
+  expected<void> encode_plain(std::string_view piece, bool at_start,
+                              std::vector<int32_t>& ids) const {
     auto emit_word = [&](std::string_view word) { bpe_.encode_word(word, ids); };
-    if (normalizer_.empty()) {
-      pre_tokenizer_.split(piece, at_start, emit_word);
-      return;
-    }
+    if (normalizer_.empty()) return pre_tokenizer_.split(piece, at_start, emit_word);
     std::string normalized{piece};
-    normalizer_.apply(normalized);
-    if (normalized_tokens_.empty()) {
-      pre_tokenizer_.split(normalized, at_start, emit_word);
-      return;
-    }
+    if (auto ok = normalizer_.apply(normalized); !ok) return ok;
+    if (normalized_tokens_.empty()) return pre_tokenizer_.split(normalized, at_start, emit_word);
+    expected<void> status;
     normalized_tokens_.split(normalized, [&](const hf::text_segment& segment) {
+      if (!status) return;
       if (segment.id >= 0)
         ids.push_back(segment.id);
       else
-        pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
+        status = pre_tokenizer_.split(segment.text, at_start && segment.offset == 0, emit_word);
     });
+    return status;
   }
 
   hf::normalizer normalizer_;
@@ -128,6 +139,7 @@ class hf_tokenizer final : public tokenizer {
   hf::added_token_matcher normalized_tokens_;
   std::unordered_map<std::string, int32_t> added_ids_;
   std::vector<std::string> bytes_of_id_;
+  std::vector<bool> byte_fallback_;
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
 };

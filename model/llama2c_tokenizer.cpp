@@ -71,10 +71,12 @@ llama2c_tokenizer::llama2c_tokenizer(std::vector<std::string> pieces, std::vecto
                                      std::array<int32_t, 256> byte_ids)
     : pieces_(std::move(pieces)), scores_(std::move(scores)), byte_ids_(byte_ids) {
   bytes_of_id_.resize(pieces_.size());
+  byte_fallback_.resize(pieces_.size());
   normal_ids_.reserve(pieces_.size());
   for (size_t id = first_non_control_id; id < pieces_.size(); ++id) {
     if (auto b = byte_of_piece(pieces_[id])) {
       bytes_of_id_[id] = std::string(1, static_cast<char>(*b));
+      byte_fallback_[id] = true;
     } else {
       bytes_of_id_[id] = pieces_[id];
       // The first of two equal pieces wins; SentencePiece refuses such a model.
@@ -129,7 +131,8 @@ std::string llama2c_tokenizer::normalize(std::string_view text) {
 
 // -- tokenizer interface -------------------------------------------------------------------------
 
-std::vector<int32_t> llama2c_tokenizer::encode(std::string_view text, bool add_bos) const {
+expected<std::vector<int32_t>> llama2c_tokenizer::encode(std::string_view text,
+                                                         bool add_bos) const {
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(bos_id());
   const std::string normalized = normalize(text);
@@ -196,6 +199,10 @@ std::vector<int32_t> llama2c_tokenizer::encode(std::string_view text, bool add_b
     }
   }
   return ids;
+}
+
+bool llama2c_tokenizer::is_byte_fallback(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < byte_fallback_.size() && byte_fallback_[id];
 }
 
 std::string llama2c_tokenizer::token_bytes(int32_t id) const {

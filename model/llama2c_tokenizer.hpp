@@ -37,10 +37,13 @@ class llama2c_tokenizer final : public tokenizer {
   /// Encodes `text`: normalize() it, split it into characters, merge the adjacent pair whose
   /// merged piece has the highest score (leftmost on ties) until no pair merges, then spell each
   /// symbol that is not a piece with byte-fallback tokens.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override;
 
   /// Returns the bytes of `id` in generated text, or "" for control ids and ids out of range.
   std::string token_bytes(int32_t id) const override;
+
+  /// Whether `id` is one of the pieces "<0x00>".."<0xFF>".
+  bool is_byte_fallback(int32_t id) const override;
 
   /// Number of ids.
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
@@ -70,6 +73,8 @@ class llama2c_tokenizer final : public tokenizer {
   std::array<int32_t, 256> byte_ids_;
   /// What token_bytes() returns, per id.
   std::vector<std::string> bytes_of_id_;
+  /// What is_byte_fallback() returns, per id.
+  std::vector<bool> byte_fallback_;
   /// Normal pieces (not control, not byte fallback) by text; the keys view into `pieces_`,
   /// which is why this class can be neither copied nor moved.
   std::unordered_map<std::string_view, int32_t> normal_ids_;

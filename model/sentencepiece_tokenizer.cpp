@@ -102,7 +102,11 @@ class sentencepiece_tokenizer final : public tokenizer {
   sentencepiece_tokenizer(const shim_api& api, void* processor) : api_(api), processor_(processor) {
     const int32_t size = api_.vocab_size(processor_);
     bytes_of_id_.resize(static_cast<size_t>(size));
-    for (int32_t id = 0; id < size; ++id) bytes_of_id_[id] = bytes_of(id);
+    byte_fallback_.resize(static_cast<size_t>(size));
+    for (int32_t id = 0; id < size; ++id) {
+      bytes_of_id_[id] = bytes_of(id);
+      byte_fallback_[id] = api_.piece_kind(processor_, id) == 1;
+    }
     bos_id_ = api_.bos_id(processor_);
     eos_id_ = api_.eos_id(processor_);
   }
@@ -112,7 +116,7 @@ class sentencepiece_tokenizer final : public tokenizer {
 
   ~sentencepiece_tokenizer() override { api_.free(processor_); }
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override {
+  expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const override {
     std::vector<int32_t> ids;
     if (add_bos) ids.push_back(bos_id_);
     const size_t offset = ids.size();
@@ -134,6 +138,10 @@ class sentencepiece_tokenizer final : public tokenizer {
   std::string token_bytes(int32_t id) const override {
     if (id < 0 || static_cast<size_t>(id) >= bytes_of_id_.size()) return {};
     return bytes_of_id_[id];
+  }
+
+  bool is_byte_fallback(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < byte_fallback_.size() && byte_fallback_[id];
   }
 
   int32_t vocab_size() const override { return static_cast<int32_t>(bytes_of_id_.size()); }
@@ -172,6 +180,7 @@ class sentencepiece_tokenizer final : public tokenizer {
   shim_api api_;
   void* processor_;
   std::vector<std::string> bytes_of_id_;
+  std::vector<bool> byte_fallback_;
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
 };

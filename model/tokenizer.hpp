@@ -17,13 +17,26 @@ class tokenizer {
  public:
   virtual ~tokenizer() = default;
 
-  /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  /// Encodes `text` (UTF-8), with a leading BOS id when `add_bos`. Fails (ec::bad_request, the
+  /// message naming the tokenizer's file and component) only on a text the tokenizer cannot
+  /// finish, e.g. one on which a pre-tokenizer regex of a tokenizer.json backtracks beyond its
+  /// budget: never ids of a different tokenization.
+  virtual expected<std::vector<int32_t>> encode(std::string_view text, bool add_bos) const = 0;
 
   /// Returns the raw bytes that token `id` stands for in generated text: byte-fallback tokens
   /// (<0x0A>) give their one byte, "▁" gives a space, control tokens (BOS, EOS, UNK) give "".
   /// A single byte-fallback token may be half of a UTF-8 character.
   virtual std::string token_bytes(int32_t id) const = 0;
+
+  /// Whether `id` is a byte-fallback token (<0xE2>): decoding takes a run of them together, and
+  /// a run whose bytes are not UTF-8 as a whole gives one U+FFFD per token (the ByteFallback
+  /// decoder of the tokenizers library, which transformers' decode runs). False for tokenizers
+  /// without byte fallback: byte-level BPE decodes all bytes together, one U+FFFD per maximal
+  /// invalid subpart.
+  virtual bool is_byte_fallback(int32_t id) const {
+    (void)id;
+    return false;
+  }
 
   /// Number of ids.
   virtual int32_t vocab_size() const = 0;

@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize request_json http_request
-                                     template_lexer template_parser template_renderer)
+[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize normalizer request_json
+                                     http_request template_lexer template_parser template_renderer)
 
 scripts/sanitize.sh --configure-only
 export CCACHE_BASEDIR="$PWD"

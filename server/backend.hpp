@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/sampling.hpp"
 
 namespace conveyor {
@@ -202,11 +203,12 @@ class completion_backend {
   /// Whether `tokenize` and `detokenize` work; false answers those routes with 501.
   virtual bool has_tokenizer() const { return false; }
 
-  /// The token ids of `text` as the pipeline would see them, BOS first when `add_bos`.
-  virtual std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const {
+  /// The token ids of `text` as the pipeline would see them, BOS first when `add_bos`; the
+  /// tokenizer's error (a text it cannot finish) when it fails.
+  virtual expected<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos) const {
     (void)text;
     (void)add_bos;
-    return {};
+    return std::vector<int32_t>{};
   }
 
   /// The text of `ids` (each within [0, defaults().vocab_size)), as a prompt of these ids

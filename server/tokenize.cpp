@@ -58,7 +58,9 @@ std::variant<std::string, error_answer> answer_tokenize(std::string_view body,
       if (!prompt.is_string())
         fail("prompt", std::string{"'prompt' must be a string, got "} + type_name_of(prompt));
       const bool special = get_bool(obj, "add_special_tokens").value_or(true);
-      tokens = backend.tokenize(prompt.get<std::string>(), special);
+      auto encoded = backend.tokenize(prompt.get<std::string>(), special);
+      if (!encoded) fail("prompt", message_of(encoded.error()));
+      tokens = std::move(*encoded);
     } else {
       if (!tmpl) return chat_refused(chat_refusal);
       auto messages = read_messages(obj);
@@ -67,7 +69,9 @@ std::variant<std::string, error_answer> answer_tokenize(std::string_view body,
       if (!prompt) fail("messages", message_of(prompt.error()));
       // As a chat completion's prompt (vLLM's default too): the template writes BOS if any.
       const bool special = get_bool(obj, "add_special_tokens").value_or(false);
-      tokens = backend.tokenize(*prompt, special);
+      auto encoded = backend.tokenize(*prompt, special);
+      if (!encoded) fail("messages", message_of(encoded.error()));
+      tokens = std::move(*encoded);
     }
     return dump(json{
         {"count", tokens.size()}, {"max_model_len", backend.max_model_len()}, {"tokens", tokens}});

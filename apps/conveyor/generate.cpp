@@ -91,7 +91,9 @@ int run_generate(const generate_options& o) {
   std::fprintf(stderr, "%s\n", model::compute_backend_description().c_str());
   sequence_request req;
   req.id = 1;
-  req.prompt = (*tok)->encode(o.prompt, true);
+  auto prompt = (*tok)->encode(o.prompt, true);
+  if (!prompt) return fail(message_of(prompt.error()));
+  req.prompt = std::move(*prompt);
   if (auto problem = pipeline::check_context(req.prompt.size(), o.max_tokens, (*m)->context()))
     return fail(*problem);
   req.params = std::move(params);

@@ -101,6 +101,18 @@ expected<decoder> decoder::parse(const nlohmann::json& value, const std::string&
 }
 
 std::string decoder::token_bytes(const std::string& token) const {
+  bool byte_fallback = false;
+  return decode(token, byte_fallback);
+}
+
+bool decoder::is_byte_fallback(const std::string& token) const {
+  bool byte_fallback = false;
+  decode(token, byte_fallback);
+  return byte_fallback;
+}
+
+std::string decoder::decode(const std::string& token, bool& byte_fallback) const {
+  byte_fallback = false;
   std::string text = token;
   std::string scratch;
   for (const auto& s : steps_) {
@@ -115,8 +127,10 @@ std::string decoder::token_bytes(const std::string& token) const {
         break;
       case kind::byte_fallback:
         if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' &&
-            hex_value(text[3]) >= 0 && hex_value(text[4]) >= 0)
+            hex_value(text[3]) >= 0 && hex_value(text[4]) >= 0) {
           text = std::string(1, static_cast<char>(hex_value(text[3]) * 16 + hex_value(text[4])));
+          byte_fallback = true;
+        }
         break;
     }
   }

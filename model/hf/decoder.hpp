@@ -23,6 +23,9 @@ class decoder {
   /// The bytes a token stands for in generated text.
   std::string token_bytes(const std::string& token) const;
 
+  /// Whether a ByteFallback step turns `token` into its byte (<0xE2>).
+  bool is_byte_fallback(const std::string& token) const;
+
   /// Whether decoding drops one leading space of the text (SentencePiece's dummy prefix).
   bool strips_leading_space() const { return strips_leading_space_; }
 
@@ -34,6 +37,8 @@ class decoder {
     std::string to;
   };
   static expected<void> add(const nlohmann::json& value, const std::string& origin, decoder& out);
+  // token_bytes(), telling in `byte_fallback` whether a ByteFallback step made the byte.
+  std::string decode(const std::string& token, bool& byte_fallback) const;
   std::vector<step> steps_;
   bool fused_ = false;
   bool strips_leading_space_ = false;

@@ -1,7 +1,10 @@
 // The tokenizer.json normalizers Conveyor supports; Unicode normalization forms through ICU.
 #include "model/hf/normalizer.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
@@ -13,8 +16,7 @@ namespace {
 
 constexpr const char* supported = "Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD";
 
-const UNormalizer2* instance(const char* form) {
-  UErrorCode status = U_ZERO_ERROR;
+const UNormalizer2* instance(const char* form, UErrorCode& status) {
   if (std::strcmp(form, "NFC") == 0) return unorm2_getNFCInstance(&status);
   if (std::strcmp(form, "NFD") == 0) return unorm2_getNFDInstance(&status);
   if (std::strcmp(form, "NFKC") == 0) return unorm2_getNFKCInstance(&status);
@@ -54,34 +56,53 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   text.swap(out);
 }
 
-std::string unicode_normalize(const std::string& text, const char* form) {
+expected<std::string> unicode_normalize(const std::string& text, const char* form) {
   bool ascii = true;
   for (unsigned char c : text) ascii = ascii && c < 0x80;
   if (ascii) return text;  // every ASCII string is in all four forms
+  const auto failed = [&](const char* why) {
+    return make_error(ec::bad_request, std::string{form} + " cannot normalize a text of " +
+                                           std::to_string(text.size()) + " bytes (ICU: " + why +
+                                           ")");
+  };
+  // ICU counts in int32_t.
+  constexpr int64_t most = std::numeric_limits<int32_t>::max();
+  if (static_cast<int64_t>(text.size()) >= most) return failed("over 2 GiB");
   UErrorCode status = U_ZERO_ERROR;
-  const UNormalizer2* norm = instance(form);
+  const UNormalizer2* norm = instance(form, status);
+  if (U_FAILURE(status) || norm == nullptr) return failed(u_errorName(status));
   std::u16string wide(text.size() + 1, u'\0');
   int32_t wide_length = 0;
   u_strFromUTF8(reinterpret_cast<UChar*>(wide.data()), static_cast<int32_t>(wide.size()),
                 &wide_length, text.data(), static_cast<int32_t>(text.size()), &status);
-  if (U_FAILURE(status) || norm == nullptr) return text;
+  if (U_FAILURE(status)) return failed(u_errorName(status));
   wide.resize(static_cast<size_t>(wide_length));
   if (unorm2_isNormalized(norm, reinterpret_cast<const UChar*>(wide.data()), wide_length,
                           &status) &&
       U_SUCCESS(status))
     return text;
-  status = U_ZERO_ERROR;
-  std::u16string normalized(wide.size() * 3 + 8, u'\0');
-  const int32_t n = unorm2_normalize(norm, reinterpret_cast<const UChar*>(wide.data()), wide_length,
-                                     reinterpret_cast<UChar*>(normalized.data()),
-                                     static_cast<int32_t>(normalized.size()), &status);
-  if (U_FAILURE(status)) return text;
-  std::string out(static_cast<size_t>(n) * 3 + 4, '\0');
+  // The normal form may be much longer than the text (NFD makes four characters of U+1F82, NFKC
+  // and NFKD eighteen of U+FDFA): a first guess, then exactly the length ICU says it needs.
+  const auto normalize_into = [&](std::u16string& out) {
+    status = U_ZERO_ERROR;
+    return unorm2_normalize(norm, reinterpret_cast<const UChar*>(wide.data()), wide_length,
+                            reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
+                            &status);
+  };
+  std::u16string normalized(wide.size() + wide.size() / 2 + 8, u'\0');
+  int32_t n = normalize_into(normalized);
+  if (status == U_BUFFER_OVERFLOW_ERROR) {
+    normalized.assign(static_cast<size_t>(n), u'\0');
+    n = normalize_into(normalized);
+  }
+  if (U_FAILURE(status)) return failed(u_errorName(status));
+  // At most three bytes per UTF-16 unit; a result over 2 GiB fails with an overflow.
+  std::string out(static_cast<size_t>(std::min<int64_t>(int64_t{n} * 3, most)), '\0');
   int32_t out_length = 0;
   status = U_ZERO_ERROR;
   u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &out_length,
               reinterpret_cast<const UChar*>(normalized.data()), n, &status);
-  if (U_FAILURE(status)) return text;
+  if (U_FAILURE(status)) return failed(u_errorName(status));
   out.resize(static_cast<size_t>(out_length));
   return out;
 }
@@ -138,11 +159,21 @@ expected<void> normalizer::add(const nlohmann::json& value, const std::string& o
 expected<normalizer> normalizer::parse(const nlohmann::json& value, const std::string& origin) {
   normalizer out;
   if (auto ok = add(value, origin, out.steps_); !ok) return ok.error();
+  out.origin_ = origin;
   return out;
 }
 
-void normalizer::apply(std::string& text) const {
+expected<void> normalizer::apply(std::string& text) const {
+  const auto normal_form = [&](const char* form) -> expected<void> {
+    auto normalized = unicode_normalize(text, form);
+    if (!normalized)
+      return make_error(ec::bad_request,
+                        origin_ + ": normalizer " + message_of(normalized.error()));
+    text = std::move(*normalized);
+    return {};
+  };
   for (const auto& s : steps_) {
+    expected<void> ok;
     switch (s.what) {
       case kind::prepend:
         if (!text.empty()) text.insert(0, s.pattern);
@@ -155,7 +186,10 @@ void normalizer::apply(std::string& text) const {
         size_t last = 0;
         size_t begin = 0;
         size_t end = 0;
-        for (size_t at = 0; at <= text.size() && s.pattern_regex->find(text, at, begin, end);) {
+        for (size_t at = 0; at <= text.size();) {
+          auto found = s.pattern_regex->find(text, at, begin, end);
+          if (!found) return found.error();
+          if (!*found) break;
           out.append(text, last, begin - last);
           out += s.content;
           last = end;
@@ -168,19 +202,21 @@ void normalizer::apply(std::string& text) const {
         break;
       }
       case kind::nfc:
-        text = unicode_normalize(text, "NFC");
+        ok = normal_form("NFC");
         break;
       case kind::nfd:
-        text = unicode_normalize(text, "NFD");
+        ok = normal_form("NFD");
         break;
       case kind::nfkc:
-        text = unicode_normalize(text, "NFKC");
+        ok = normal_form("NFKC");
         break;
       case kind::nfkd:
-        text = unicode_normalize(text, "NFKD");
+        ok = normal_form("NFKD");
         break;
     }
+    if (!ok) return ok;
   }
+  return {};
 }
 
 }  // namespace conveyor::model::hf

@@ -19,8 +19,9 @@ class normalizer {
   /// `origin` (the file) and the unsupported type.
   static expected<normalizer> parse(const nlohmann::json& value, const std::string& origin);
 
-  /// Normalizes one piece of text (valid UTF-8) in place.
-  void apply(std::string& text) const;
+  /// Normalizes one piece of text (valid UTF-8) in place. Fails (ec::bad_request, naming the
+  /// file) when a Replace regex cannot finish its search or ICU cannot normalize the text.
+  expected<void> apply(std::string& text) const;
 
   /// Whether apply() changes nothing.
   bool empty() const { return steps_.empty(); }
@@ -36,12 +37,15 @@ class normalizer {
   static expected<void> add(const nlohmann::json& value, const std::string& origin,
                             std::vector<step>& steps);
   std::vector<step> steps_;
+  std::string origin_;
 };
 
 /// Replaces every occurrence of `from` (not empty) in `text` by `to`.
 void replace_all(std::string& text, const std::string& from, const std::string& to);
 
-/// Unicode normalization form `form` ("NFC", "NFD", "NFKC", "NFKD") of `text` through ICU.
-std::string unicode_normalize(const std::string& text, const char* form);
+/// Unicode normalization form `form` ("NFC", "NFD", "NFKC", "NFKD") of `text` (valid UTF-8)
+/// through ICU, however much longer it is. Fails (ec::bad_request) only when ICU cannot: a text
+/// over 2 GiB, no memory.
+expected<std::string> unicode_normalize(const std::string& text, const char* form);
 
 }  // namespace conveyor::model::hf

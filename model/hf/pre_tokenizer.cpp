@@ -134,15 +134,17 @@ expected<pre_tokenizer> pre_tokenizer::parse(const nlohmann::json& value,
   return out;
 }
 
-void pre_tokenizer::split(std::string_view piece, bool at_text_start, word_sink emit) const {
-  run(0, piece, at_text_start, emit);
+expected<void> pre_tokenizer::split(std::string_view piece, bool at_text_start,
+                                    word_sink emit) const {
+  return run(0, piece, at_text_start, emit);
 }
 
-void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start, word_sink emit) const {
-  if (piece.empty()) return;
+expected<void> pre_tokenizer::run(size_t index, std::string_view piece, bool at_start,
+                                  word_sink emit) const {
+  if (piece.empty()) return {};
   if (index == steps_.size()) {
     emit(piece);
-    return;
+    return {};
   }
   const step& s = steps_[index];
   switch (s.what) {
@@ -152,17 +154,11 @@ void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start, wor
         prefixed.reserve(piece.size() + 1);
         prefixed += ' ';
         prefixed += piece;
-        if (s.pattern)
-          split_by(s, prefixed, at_start, index + 1, emit);
-        else
-          run(index + 1, prefixed, at_start, emit);
-        return;
+        if (s.pattern) return split_by(s, prefixed, at_start, index + 1, emit);
+        return run(index + 1, prefixed, at_start, emit);
       }
-      if (s.pattern)
-        split_by(s, piece, at_start, index + 1, emit);
-      else
-        run(index + 1, piece, at_start, emit);
-      return;
+      if (s.pattern) return split_by(s, piece, at_start, index + 1, emit);
+      return run(index + 1, piece, at_start, emit);
     }
     case kind::metaspace: {
       std::string text{piece};
@@ -170,38 +166,38 @@ void pre_tokenizer::run(size_t index, std::string_view piece, bool at_start, wor
       const bool starts_with = text.compare(0, s.literal.size(), s.literal) == 0;
       if (s.add_prefix_space && !starts_with && (!s.prepend_first_only || at_start))
         text.insert(0, s.literal);
-      if (!s.split_words) {
-        run(index + 1, text, at_start, emit);
-        return;
-      }
+      if (!s.split_words) return run(index + 1, text, at_start, emit);
       // MergedWithNext on the replacement: each word starts at a replacement character.
       size_t begin = 0;
       for (size_t pos = text.find(s.literal, 1); pos != std::string::npos;
            pos = text.find(s.literal, pos + s.literal.size())) {
-        if (pos > begin)
-          run(index + 1, std::string_view{text}.substr(begin, pos - begin), at_start && begin == 0,
-              emit);
+        if (pos > begin) {
+          auto ok = run(index + 1, std::string_view{text}.substr(begin, pos - begin),
+                        at_start && begin == 0, emit);
+          if (!ok) return ok;
+        }
         begin = pos;
       }
-      run(index + 1, std::string_view{text}.substr(begin), at_start && begin == 0, emit);
-      return;
+      return run(index + 1, std::string_view{text}.substr(begin), at_start && begin == 0, emit);
     }
     case kind::split:
-      split_by(s, piece, at_start, index + 1, emit);
-      return;
+      return split_by(s, piece, at_start, index + 1, emit);
   }
+  return {};
 }
 
-void pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_start, size_t next,
-                             word_sink emit) const {
+expected<void> pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_start,
+                                       size_t next, word_sink emit) const {
   const bool is_byte_level = s.what == kind::byte_level;
   const behavior how = is_byte_level ? behavior::isolated : s.how;
   // The common case (ByteLevel's regex, Split Isolated without invert) emits while matching.
   const bool streaming = how == behavior::isolated;
   std::vector<stretch> stretches;
+  expected<void> later;  // the outcome of the later steps: their first error stops the split
   const auto add = [&](size_t begin, size_t end, bool is_match) {
     if (streaming) {
-      if (end > begin) run(next, piece.substr(begin, end - begin), at_start && begin == 0, emit);
+      if (end > begin && later)
+        later = run(next, piece.substr(begin, end - begin), at_start && begin == 0, emit);
     } else {
       stretches.push_back({begin, end, s.invert ? !is_match : is_match});
     }
@@ -210,8 +206,10 @@ void pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_star
   if (s.pattern) {
     size_t begin = 0;
     size_t end = 0;
-    size_t at = 0;
-    while (at <= piece.size() && s.pattern->find(piece, at, begin, end)) {
+    for (size_t at = 0; at <= piece.size() && later;) {
+      auto found = s.pattern->find(piece, at, begin, end);
+      if (!found) return found.error();
+      if (!*found) break;
       if (begin != prev) add(prev, begin, false);
       add(begin, end, true);
       prev = end;
@@ -219,15 +217,16 @@ void pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_star
       while (at < piece.size() && (static_cast<unsigned char>(piece[at]) & 0xC0) == 0x80) ++at;
     }
   } else {
-    for (size_t pos = piece.find(s.literal); pos != std::string_view::npos;
+    for (size_t pos = piece.find(s.literal); pos != std::string_view::npos && later;
          pos = piece.find(s.literal, prev)) {
       if (pos != prev) add(prev, pos, false);
       add(pos, pos + s.literal.size(), true);
       prev = pos + s.literal.size();
     }
   }
+  if (!later) return later;
   if (prev != piece.size()) add(prev, piece.size(), false);
-  if (streaming) return;
+  if (streaming) return later;
 
   std::vector<stretch> out;
   bool previous_match = false;
@@ -269,8 +268,12 @@ void pre_tokenizer::split_by(const step& s, std::string_view piece, bool at_star
       break;
   }
   for (const auto& st : out)
-    if (st.end > st.begin)
-      run(next, piece.substr(st.begin, st.end - st.begin), at_start && st.begin == 0, emit);
+    if (st.end > st.begin) {
+      auto ok =
+          run(next, piece.substr(st.begin, st.end - st.begin), at_start && st.begin == 0, emit);
+      if (!ok) return ok;
+    }
+  return {};
 }
 
 }  // namespace conveyor::model::hf

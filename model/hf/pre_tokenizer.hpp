@@ -37,8 +37,10 @@ class pre_tokenizer {
 
   /// Splits `piece` into words, calling `emit` for each non-empty one in order. `at_text_start`
   /// says the piece begins the encoded text (Metaspace's prepend_scheme "first"). Words are raw
-  /// bytes: a ByteLevel step leaves the mapping to byte-level characters to the model.
-  void split(std::string_view piece, bool at_text_start, word_sink emit) const;
+  /// bytes: a ByteLevel step leaves the mapping to byte-level characters to the model. Fails
+  /// (ec::bad_request, naming the file) when a regex cannot finish its search; the words
+  /// emitted before stand for a part of the piece only.
+  expected<void> split(std::string_view piece, bool at_text_start, word_sink emit) const;
 
   /// Whether a ByteLevel step is present (it must be the last one).
   bool byte_level() const { return byte_level_; }
@@ -59,9 +61,9 @@ class pre_tokenizer {
   };
   static expected<void> add(const nlohmann::json& value, const std::string& origin,
                             std::vector<step>& steps);
-  void run(size_t index, std::string_view piece, bool at_start, word_sink emit) const;
-  void split_by(const step& s, std::string_view piece, bool at_start, size_t next,
-                word_sink emit) const;
+  expected<void> run(size_t index, std::string_view piece, bool at_start, word_sink emit) const;
+  expected<void> split_by(const step& s, std::string_view piece, bool at_start, size_t next,
+                          word_sink emit) const;
 
   std::vector<step> steps_;
   bool byte_level_ = false;

@@ -1,8 +1,9 @@
 // The HTTP server's backend on a real pipeline: a request whose executor was lost after it said
 // the request streams but before the sink heard a chunk runs again, and the server hears only
 // its answer (run.c's); one that streamed a chunk fails with executor_lost; a cancel reaches the
-// run in progress.
+// run in progress; a prompt the tokenizer cannot finish fails with the tokenizer's error.
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
+#include "../model/temp_dir.hpp"
 #include "../model/test_support.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/caf_error.hpp"
@@ -211,4 +213,40 @@ TEST_F(pipeline_backend_test, a_cancel_reaches_the_run_in_progress) {
     EXPECT_EQ(status(self).waiting, 0u);
   }
   EXPECT_EQ(cancelled.text(), "");
+}
+
+TEST_F(pipeline_backend_test, a_prompt_the_tokenizer_cannot_finish_fails_with_its_error) {
+  // A tokenizer.json whose Split regex tries every way to split forty a's before it gives up.
+  test::temp_dir folder{"conveyor_unfinishable"};
+  const auto path = folder.file("tokenizer.json");
+  std::ofstream{path} << R"({"model": {"type": "BPE", "vocab": {"a": 0, "!": 1}, "merges": []},
+    "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+\\d"}, "behavior": "Isolated"},
+    "decoder": {"type": "Fuse"}})";
+  auto tok = model::load_tokenizer(path);
+  ASSERT_TRUE(tok) << message_of(tok.error());
+  pipeline_handle unfinishable = handle;
+  unfinishable.tokenizer = *tok;
+  unfinishable.tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
+  auto front = spawn_batcher(sys, batcher_settings{}, unfinishable.tokenizers, handle.metrics);
+  unfinishable.front = front;
+  pipeline_backend backend_of_it{sys, unfinishable, server::completion_defaults{}};
+  const std::string message_start = path + ": pre_tokenizer Split: regex '(a+)+\\d' cannot finish";
+  // A completion: refused before it runs, with the tokenizer's message (HTTP 400).
+  heard refused;
+  server::completion_request r;
+  r.prompt = std::string(40, 'a') + "!";
+  r.max_tokens = 4;
+  auto request = backend_of_it.submit(r, refused.events());
+  const auto ends = refused.wait_for_end();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].rfind("error bad_request: " + message_start, 0), 0u) << ends[0];
+  EXPECT_EQ(refused.text(), "");
+  // POST /tokenize: the same error.
+  auto ids = backend_of_it.tokenize(r.prompt, true);
+  ASSERT_FALSE(ids);
+  EXPECT_EQ(code_of(ids.error()), ec::bad_request);
+  EXPECT_EQ(message_of(ids.error()).rfind(message_start, 0), 0u) << message_of(ids.error());
+  for (const caf::actor& a :
+       {caf::actor_cast<caf::actor>(front), caf::actor_cast<caf::actor>(unfinishable.tokenizers)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }

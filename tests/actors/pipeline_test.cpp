@@ -232,7 +232,7 @@ class pipeline_test : public ::testing::Test {
     pipeline::executor_core core{"alone", std::move(*m), *tok};
     sequence_request r;
     r.id = 1;
-    r.prompt = (*tok)->encode(prompt, true);
+    r.prompt = *(*tok)->encode(prompt, true);
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0;
     pipeline::step_output out;

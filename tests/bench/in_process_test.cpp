@@ -79,12 +79,12 @@ TEST_P(bench_in_process, rejections_are_counted) {
   ASSERT_TRUE(tokenizer) << message_of(tokenizer.error());
   auto& big = w[w.size() / 2];
   big.prompt = "Once upon a time";
-  const auto big_prompt = int64_t((*tokenizer)->encode(big.prompt, true).size());
+  const auto big_prompt = int64_t((*tokenizer)->encode(big.prompt, true)->size());
   big.max_tokens = int32_t(512 - big_prompt);  // the whole context
   cfg.batcher.max_queued_tokens = 511;
   int64_t others = 0;
   for (const auto& r : w)
-    if (&r != &big) others += int64_t((*tokenizer)->encode(r.prompt, true).size()) + r.max_tokens;
+    if (&r != &big) others += int64_t((*tokenizer)->encode(r.prompt, true)->size()) + r.max_tokens;
   ASSERT_LE(others, cfg.batcher.max_queued_tokens) << "the others must fit together";
   run_progress progress;
   auto s = run_in_process(system, cfg, GetParam(), w, 0, progress);

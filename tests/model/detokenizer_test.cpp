@@ -1,5 +1,6 @@
 // Detokenizer tests: the expected story reproduced from its ids, UTF-8 safety when byte-fallback
-// tokens split a character, U+FFFD for invalid bytes, and decode_prompt.
+// tokens split a character, U+FFFD for invalid bytes as transformers' decode writes them (one per
+// byte token of a run that is not UTF-8), and decode_prompt.
 #include "model/detokenizer.hpp"
 
 #include <fstream>
@@ -111,7 +112,7 @@ TEST_P(detokenizer_test, keeps_every_space_of_generated_text) {
 
 TEST_P(detokenizer_test, holds_a_three_byte_character_until_complete) {
   // "中" is E4 B8 AD, three byte-fallback tokens.
-  ASSERT_EQ(tok->encode("中", false),
+  ASSERT_EQ(*tok->encode("中", false),
             (ids{410, byte_token(0xE4), byte_token(0xB8), byte_token(0xAD)}));
   incremental_detokenizer detok{tok};
   EXPECT_EQ(detok.push(410), " ");
@@ -122,6 +123,9 @@ TEST_P(detokenizer_test, holds_a_three_byte_character_until_complete) {
   EXPECT_EQ(detok.push(byte_token(0xAD)), "中");
   EXPECT_EQ(detok.held_bytes(), 0u);
   EXPECT_EQ(detok.flush(), "");
+  // A control token inside the run does not end it (transformers skips it before decoding).
+  EXPECT_EQ(detok.push(ids{byte_token(0xC3), tok->eos_id()}), "");
+  EXPECT_EQ(detok.push(byte_token(0xA9)), "é");
 }
 
 TEST_P(detokenizer_test, holds_a_four_byte_character_until_complete) {
@@ -137,7 +141,7 @@ TEST_P(detokenizer_test, holds_a_four_byte_character_until_complete) {
 TEST_P(detokenizer_test, every_encoded_text_streams_back_whole) {
   for (const std::string text :
        {"Once upon a time", "中文 and 😀 with é", "tab\tnew\nline", "👩‍👩‍👧 family"}) {
-    const auto encoded = tok->encode(text, true);
+    const auto encoded = *tok->encode(text, true);
     incremental_detokenizer detok{tok};
     std::string streamed;
     for (auto id : encoded) {
@@ -158,31 +162,51 @@ TEST_P(detokenizer_test, every_encoded_text_streams_back_whole) {
 TEST_P(detokenizer_test, flush_replaces_an_incomplete_character) {
   incremental_detokenizer detok{tok};
   EXPECT_EQ(detok.push(ids{426, byte_token(0xE4), byte_token(0xB8)}), ".");
-  EXPECT_EQ(detok.flush(), "\xEF\xBF\xBD");
+  // One U+FFFD per byte token of the run, as transformers' decode writes.
+  EXPECT_EQ(detok.flush(), "\xEF\xBF\xBD\xEF\xBF\xBD");
   // The detokenizer starts over after a flush.
   EXPECT_EQ(detok.held_bytes(), 0u);
   EXPECT_EQ(detok.push(485), "é");
 }
 
 TEST_P(detokenizer_test, invalid_bytes_become_replacement_characters_at_once) {
+  // As transformers' decode (tokenizers' ByteFallback decoder): a run of byte tokens that is not
+  // UTF-8 is one U+FFFD per token.
+  const std::string r{replacement_character};
   incremental_detokenizer detok{tok};
   // 0xFF never starts a character.
-  EXPECT_EQ(detok.push(byte_token(0xFF)), "\xEF\xBF\xBD");
-  // A stray continuation byte.
-  EXPECT_EQ(detok.push(byte_token(0x80)), "\xEF\xBF\xBD");
-  // An incomplete character cut short by a normal piece: one U+FFFD, then the piece.
+  EXPECT_EQ(detok.push(byte_token(0xFF)), r);
+  // Each further byte token of that run, a stray continuation byte or not, is one more.
+  EXPECT_EQ(detok.push(byte_token(0x80)), r);
+  EXPECT_EQ(detok.push(byte_token(0xE4)), r);
+  EXPECT_EQ(detok.push(413), "t");
+  // An incomplete character cut short by a normal piece: one U+FFFD per byte, then the piece.
   EXPECT_EQ(detok.push(byte_token(0xE4)), "");
   EXPECT_EQ(detok.push(byte_token(0xB8)), "");
-  EXPECT_EQ(detok.push(413), "\xEF\xBF\xBDt");
-  // An overlong form (C0 AF) and a surrogate (ED A0 80).
-  EXPECT_EQ(detok.push(ids{byte_token(0xC0), byte_token(0xAF)}), "\xEF\xBF\xBD\xEF\xBF\xBD");
-  EXPECT_EQ(detok.push(ids{byte_token(0xED), byte_token(0xA0), byte_token(0x80)}),
-            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(detok.push(413), r + r + "t");
+  // An overlong form (C0 AF), then a surrogate (ED A0 80) in a run of its own.
+  EXPECT_EQ(detok.push(ids{byte_token(0xC0), byte_token(0xAF)}), r + r);
+  EXPECT_EQ(detok.push(ids{413, byte_token(0xED), byte_token(0xA0), byte_token(0x80)}),
+            "t" + r + r + r);
   EXPECT_EQ(detok.flush(), "");
 }
 
+TEST_P(detokenizer_test, a_run_keeps_the_characters_it_streamed_before_it_turned_invalid) {
+  // transformers decodes E2 82 AC E2 82 as five U+FFFD (the run is not UTF-8 as a whole); the
+  // stream sent "€" when it completed and cannot take it back: the bytes after it are U+FFFD,
+  // one per token, and decoding the ids whole gives the same text.
+  const std::string r{replacement_character};
+  const ids sequence{byte_token(0xE2), byte_token(0x82), byte_token(0xAC), byte_token(0xE2),
+                     byte_token(0x82)};
+  incremental_detokenizer detok{tok};
+  EXPECT_EQ(detok.push(ids(sequence.begin(), sequence.begin() + 3)), "\xE2\x82\xAC");
+  EXPECT_EQ(detok.push(ids(sequence.begin() + 3, sequence.end())), "");
+  EXPECT_EQ(detok.flush(), r + r);
+  EXPECT_EQ(decode_prompt(*tok, sequence), "\xE2\x82\xAC" + r + r);
+}
+
 TEST_P(detokenizer_test, decode_prompt_drops_one_leading_space) {
-  EXPECT_EQ(decode_prompt(*tok, tok->encode("Once upon a time", true)), "Once upon a time");
+  EXPECT_EQ(decode_prompt(*tok, *tok->encode("Once upon a time", true)), "Once upon a time");
   EXPECT_EQ(decode_prompt(*tok, ids{1, 410, 410, 413}), " t");
   EXPECT_EQ(decode_prompt(*tok, ids{1}), "");
   EXPECT_EQ(decode_prompt(*tok, ids{}), "");

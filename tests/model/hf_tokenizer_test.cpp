@@ -101,8 +101,8 @@ TEST_P(hf_fixture, ids_equal_the_reference_for_every_string) {
   size_t failures = 0;
   for (size_t i = 0; i < corpus().size(); ++i) {
     const auto& text = corpus()[i];
-    const auto plain = tok->encode(text, false);
-    const auto special = tok->encode(text, true);
+    const auto plain = *tok->encode(text, false);
+    const auto special = *tok->encode(text, true);
     if (plain != ref.plain[i] || special != ref.special[i]) {
       if (++failures <= 5)
         ADD_FAILURE() << GetParam() << " string " << i << " \"" << escaped(text) << "\"\n  got "
@@ -165,7 +165,7 @@ TEST_P(hf_fixture, threads_share_one_tokenizer) {
   for (size_t t = 0; t < results.size(); ++t)
     threads.emplace_back([&, t] {
       for (size_t i = t; i < corpus().size(); i += 2)
-        results[t].push_back(tok->encode(corpus()[i], false));
+        results[t].push_back(*tok->encode(corpus()[i], false));
     });
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < results.size(); ++t)
@@ -186,8 +186,8 @@ TEST(hf_tokenizer, bos_eos_and_leading_space_per_family) {
   EXPECT_EQ((*gpt2)->eos_id(), 50256);
   EXPECT_EQ((*gpt2)->vocab_size(), 50257);
   EXPECT_FALSE((*gpt2)->decode_strips_leading_space());
-  EXPECT_EQ((*gpt2)->encode("Hello world", true), (ids{15496, 995}));  // GPT-2 adds no BOS
-  EXPECT_EQ((*gpt2)->encode("a<|endoftext|>b", false), (ids{64, 50256, 65}));
+  EXPECT_EQ(*(*gpt2)->encode("Hello world", true), (ids{15496, 995}));  // GPT-2 adds no BOS
+  EXPECT_EQ(*(*gpt2)->encode("a<|endoftext|>b", false), (ids{64, 50256, 65}));
   EXPECT_EQ((*gpt2)->token_bytes(50256), "");
   EXPECT_EQ((*gpt2)->token_bytes(995), " world");
   EXPECT_EQ(decode_prompt(**gpt2, {995}), " world");
@@ -197,7 +197,7 @@ TEST(hf_tokenizer, bos_eos_and_leading_space_per_family) {
   EXPECT_EQ((*spm)->bos_id(), 1);
   EXPECT_EQ((*spm)->eos_id(), 2);
   EXPECT_TRUE((*spm)->decode_strips_leading_space());
-  const auto once = (*spm)->encode("Once upon a time", true);
+  const auto once = *(*spm)->encode("Once upon a time", true);
   ASSERT_FALSE(once.empty());
   EXPECT_EQ(once.front(), 1);
   EXPECT_EQ((*spm)->token_bytes(13), "\n");  // <0x0A>
@@ -207,19 +207,103 @@ TEST(hf_tokenizer, bos_eos_and_leading_space_per_family) {
   ASSERT_TRUE(llama3) << message_of(llama3.error());
   EXPECT_EQ((*llama3)->bos_id(), 0);     // <|begin_of_text|>
   EXPECT_EQ((*llama3)->eos_id(), 1200);  // <|eot_id|> from tokenizer_config.json
-  EXPECT_EQ((*llama3)->encode("hi", true).front(), 0);
+  EXPECT_EQ((*llama3)->encode("hi", true)->front(), 0);
   EXPECT_EQ((*llama3)->token_bytes(1201), " Conveyor");  // an added token that is not special
 }
 
 TEST(hf_tokenizer, invalid_utf8_input_is_encoded_as_replacement_characters) {
   auto tok = load_tokenizer(fixtures + "gpt2");
   ASSERT_TRUE(tok);
-  EXPECT_EQ((*tok)->encode("a\xFF"
-                           "b",
-                           false),
-            (*tok)->encode("a\xEF\xBF\xBD"
-                           "b",
-                           false));
+  EXPECT_EQ(*(*tok)->encode("a\xFF"
+                            "b",
+                            false),
+            *(*tok)->encode("a\xEF\xBF\xBD"
+                            "b",
+                            false));
+}
+
+// -- text that normalizes longer, inputs past PCRE2's defaults, bytes that are not UTF-8 --------
+
+TEST(hf_normalizers, ids_equal_the_reference_on_text_that_grows) {
+  // NFKC and NFKD make 18 characters of U+FDFA, NFD four of U+1F82: more than three times the
+  // input; the texts hold long runs of them.
+  const auto doc = read_json(fixtures + "normalizers/expected.json");
+  const auto texts = doc["texts"].get<std::vector<std::string>>();
+  for (const char* form : {"nfc", "nfd", "nfkc", "nfkd"}) {
+    auto tok = load_tokenizer(fixtures + "normalizers/" + form + "/tokenizer.json");
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    const auto expected = doc[form].get<std::vector<ids>>();
+    ASSERT_EQ(expected.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto got = *(*tok)->encode(texts[i], false);
+      EXPECT_EQ(got, expected[i]) << form << " text " << i << " (" << texts[i].size()
+                                  << " bytes): got " << got.size() << " ids, want "
+                                  << expected[i].size();
+    }
+  }
+}
+
+TEST(hf_long_input, a_whitespace_run_past_pcre2_default_limits_tokenizes_as_the_reference) {
+  // Llama 3's "\s*[\r\n]+" backtracks once per character of a whitespace run: ten million
+  // spaces ask PCRE2 for more than its default match limit.
+  const auto doc = read_json(fixtures + "long_input.json");
+  ASSERT_FALSE(doc["cases"].empty());
+  for (const auto& c : doc["cases"]) {
+    const auto name = c["tokenizer"].get<std::string>();
+    auto tok = load_tokenizer(fixtures + name);
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    std::string text;
+    for (const auto& part : c["parts"])
+      for (int64_t n = part[1].get<int64_t>(); n > 0; --n) text += part[0].get<std::string>();
+    ids expected;
+    for (const auto& run : c["ids"]) expected.insert(expected.end(), run[1].get<size_t>(), run[0]);
+    const auto got = *(*tok)->encode(text, false);
+    ASSERT_EQ(got.size(), expected.size()) << name << ": " << text.size() << " bytes";
+    EXPECT_TRUE(got == expected) << name << ": the ids differ";
+  }
+}
+
+TEST(hf_decode, bytes_that_are_not_utf8_decode_as_transformers_does_whole_and_streamed) {
+  // transformers' decode: a byte-fallback tokenizer (tokenizers' ByteFallback decoder) writes one
+  // U+FFFD per byte token of a run of them that is not UTF-8 as a whole; a byte-level one writes
+  // one per maximal invalid subpart of all the bytes (Rust's from_utf8_lossy). A run that spells
+  // whole characters before it turns invalid keeps those characters in a stream (text_assembler):
+  // there the whole text is the streamed one.
+  const auto doc = read_json(fixtures + "invalid_utf8.json");
+  for (const char* name : {"llama_spm", "gpt2"}) {
+    auto loaded = load_tokenizer(fixtures + name);
+    ASSERT_TRUE(loaded) << message_of(loaded.error());
+    const auto tok = *loaded;
+    size_t failures = 0;
+    size_t kept_characters = 0;
+    for (const auto& c : doc[name]) {
+      const auto sequence = c["ids"].get<ids>();
+      const auto expected = c["text"].get<std::string>();
+      const auto whole = decode_prompt(*tok, sequence);
+      // Generated text after a prompt of BOS alone, one token at a time, then the end.
+      incremental_detokenizer detok{tok, tok->bos_id()};
+      std::string streamed;
+      for (auto id : sequence) {
+        const auto piece = detok.push(id);
+        EXPECT_TRUE(valid_utf8(piece)) << name << " " << render(sequence);
+        streamed += piece;
+      }
+      streamed += detok.flush();
+      if (c["whole_characters_first"].get<bool>()) {
+        ++kept_characters;
+        EXPECT_EQ(whole, streamed) << name << " " << render(sequence);
+        EXPECT_NE(whole, expected) << name << " " << render(sequence);
+        continue;
+      }
+      if ((whole != expected || streamed != expected) && ++failures <= 8)
+        ADD_FAILURE() << name << " ids " << render(sequence) << "\n  want \"" << escaped(expected)
+                      << "\"\n whole \"" << escaped(whole) << "\"\nstream \"" << escaped(streamed)
+                      << "\"";
+    }
+    EXPECT_EQ(failures, 0u) << name << ", of " << doc[name].size() - kept_characters
+                            << " sequences";
+    EXPECT_LT(kept_characters, doc[name].size() / 4) << name;
+  }
 }
 
 // -- refusals ------------------------------------------------------------------------------------
@@ -264,7 +348,7 @@ TEST_F(hf_errors, the_base_file_loads_and_merges) {
   std::ofstream{path} << base.dump();
   auto tok = load_tokenizer(path);
   ASSERT_TRUE(tok) << message_of(tok.error());
-  EXPECT_EQ((*tok)->encode("ab<s>a", false), (ids{3, 0, 1}));
+  EXPECT_EQ(*(*tok)->encode("ab<s>a", false), (ids{3, 0, 1}));
 }
 
 TEST_F(hf_errors, unsupported_components_are_named) {
@@ -321,6 +405,44 @@ TEST_F(hf_errors, malformed_files_are_named) {
       {"type", "Sequence"},
       {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Metaspace"}, {"replacement", "_"}}}}};
   expect_refused(doc, "pre_tokenizer Metaspace after ByteLevel is not supported");
+}
+
+TEST_F(hf_errors, a_regex_that_cannot_finish_fails_the_encoding_naming_the_tokenizer) {
+  const auto path = (dir / "tokenizer.json").string();
+  const auto expect_failure = [&](const json& doc, const std::string& text,
+                                  const std::string& component) {
+    std::ofstream{path} << doc.dump();
+    auto tok = load_tokenizer(path);
+    ASSERT_TRUE(tok) << message_of(tok.error());
+    const auto encoded = (*tok)->encode(text, false);
+    ASSERT_FALSE(encoded) << component << ": got " << encoded->size() << " ids";
+    EXPECT_EQ(code_of(encoded.error()), ec::bad_request);
+    const auto message = message_of(encoded.error());
+    EXPECT_EQ(message.rfind(path + ": " + component + ": regex '", 0), 0u) << message;
+    EXPECT_NE(message.find("cannot finish its search in a text of " + std::to_string(text.size()) +
+                           " bytes (PCRE2: "),
+              std::string::npos)
+        << message;
+    // A text it can finish still encodes.
+    EXPECT_TRUE((*tok)->encode("ab", false)) << component;
+  };
+  // "(a+)+\d" tries every way to split forty a's before it gives up: past the match limit.
+  const std::string forty_a(40, 'a');
+  auto doc = base;
+  doc["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(a+)+\\d"}}}, {"behavior", "Isolated"}};
+  expect_failure(doc, forty_a + "!", "pre_tokenizer Split");
+  doc = base;
+  doc["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(a+)+\\d"}}}, {"content", ""}};
+  expect_failure(doc, "b" + forty_a + "!", "normalizer Replace");
+  // A lazy group repeated a million times: past the JIT stack (the interpreter's heap without
+  // JIT).
+  std::string pairs;
+  for (int i = 0; i < 1'000'000; ++i) pairs += "ab";
+  doc = base;
+  doc["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(?:a|b)*?c"}}}, {"behavior", "Isolated"}};
+  expect_failure(doc, pairs + "!", "pre_tokenizer Split");
 }
 
 TEST_F(hf_errors, a_tokenizer_config_naming_an_unknown_token_is_refused) {

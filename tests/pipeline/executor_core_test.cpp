@@ -48,7 +48,7 @@ class executor_core_test : public ::testing::Test {
   sequence_request request(request_id id, const std::string& prompt, int32_t max_tokens) {
     sequence_request r;
     r.id = id;
-    r.prompt = tokenizer->encode(prompt, true);
+    r.prompt = *tokenizer->encode(prompt, true);
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0;
     r.times.arrival = now_stamp();

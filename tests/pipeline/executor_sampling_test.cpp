@@ -49,7 +49,7 @@ class executor_sampling_test : public ::testing::Test {
   sequence_request request(const std::string& prompt, int32_t max_tokens) {
     sequence_request r;
     r.id = 1;
-    r.prompt = tokenizer->encode(prompt, true);
+    r.prompt = *tokenizer->encode(prompt, true);
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0;
     r.times.arrival = now_stamp();
@@ -239,7 +239,7 @@ TEST_F(executor_sampling_test, stop_strings_across_the_min_tokens_boundary_are_f
   // The text of each generated token, in the context of the tokens before it.
   std::vector<std::string> pieces;
   {
-    model::incremental_detokenizer d{tokenizer, tokenizer->encode(story_prompt, true).back()};
+    model::incremental_detokenizer d{tokenizer, tokenizer->encode(story_prompt, true)->back()};
     for (size_t i = 0; i < 12; ++i) pieces.push_back(d.push(story_tokens[i]));
   }
   for (int32_t min_tokens : {4, 6, 9}) {

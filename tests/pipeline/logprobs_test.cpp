@@ -57,7 +57,7 @@ class logprobs_test : public ::testing::TestWithParam<model::llama_network> {
   sequence_request request(request_id id, const json& c, int32_t top, bool prompt) {
     sequence_request r;
     r.id = id;
-    r.prompt = tokenizer->encode(c["prompt"].get<std::string>(), true);
+    r.prompt = *tokenizer->encode(c["prompt"].get<std::string>(), true);
     r.params.max_tokens = int32_t(c["greedy_tokens"].size());
     r.params.temperature = 0;
     r.params.logprobs = top;

@@ -245,7 +245,8 @@ TEST(server_sampling_fields, unknown_names_are_found_and_logged_once) {
 
 namespace {
 
-// A backend whose tokenizer gives each byte its value plus 3 (BOS = 1).
+// A backend whose tokenizer gives each byte its value plus 3 (BOS = 1) and cannot finish
+// "unfinishable".
 class byte_backend final : public completion_backend {
  public:
   std::shared_ptr<request_handle> submit(completion_request, completion_events) override {
@@ -255,7 +256,9 @@ class byte_backend final : public completion_backend {
   void collect_metrics(std::function<void(std::string)> reply) override { reply(""); }
   completion_defaults defaults() const override { return vocab(259); }
   bool has_tokenizer() const override { return true; }
-  std::vector<int32_t> tokenize(const std::string& text, bool add_bos) const override {
+  expected<std::vector<int32_t>> tokenize(const std::string& text, bool add_bos) const override {
+    if (text == "unfinishable")
+      return make_error(ec::bad_request, "bytes.json: pre_tokenizer Split: regex cannot finish");
     std::vector<int32_t> ids;
     if (add_bos) ids.push_back(1);
     for (unsigned char c : text) ids.push_back(int32_t(c) + 3);
@@ -309,6 +312,14 @@ TEST(server_tokenize, prompt_and_chat_give_counts_and_tokens) {
   j = ok_json(detail::answer_tokenize(
       R"({"messages": [{"role": "user", "content": "A"}], "add_special_tokens": true})", b, &tmpl));
   EXPECT_EQ(j["count"], 1 + want.size());
+}
+
+TEST(server_tokenize, a_text_the_tokenizer_cannot_finish_is_refused_with_its_error) {
+  byte_backend b;
+  const auto e = refused(detail::answer_tokenize(R"({"prompt": "unfinishable"})", b, nullptr));
+  EXPECT_EQ(e.status, 400u);
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.message, "bytes.json: pre_tokenizer Split: regex cannot finish");
 }
 
 TEST(server_tokenize, detokenize_round_trips) {
