@@ -547,22 +547,15 @@ TEST_F(executor_core_test, a_prompt_cancelled_between_chunks_frees_its_slot) {
 
 namespace {
 
-// The real model, whose steps take fake time on a clock the test reads: `fixed_ms` a step,
-// `row_ms` per decode row (an item of one token at a position past 0) and `token_ms` per prompt
-// token.
-class timed_model final : public model::causal_lm {
+// The real model behind another: every call goes to it, unless a subclass says otherwise.
+class forwarding_model : public model::causal_lm {
  public:
-  timed_model(std::unique_ptr<model::causal_lm> inner, stamp& now, double fixed_ms, double row_ms,
-              double token_ms)
-      : inner_(std::move(inner)), now_(now), fixed_(fixed_ms), row_(row_ms), token_(token_ms) {}
+  explicit forwarding_model(std::unique_ptr<model::causal_lm> inner) : inner_(std::move(inner)) {}
   const model::llama_shape& shape() const override { return inner_->shape(); }
   int32_t slots() const override { return inner_->slots(); }
   int32_t context() const override { return inner_->context(); }
   bool ignores_end_tokens() const override { return inner_->ignores_end_tokens(); }
   model::logits_view prefill(const std::vector<model::prefill_item>& items) override {
-    double ms = fixed_;
-    for (const auto& it : items) ms += it.count == 1 && it.start > 0 ? row_ : token_ * it.count;
-    now_ += stamp(ms * 1e6);
     return inner_->prefill(items);
   }
   model::logits_view decode(const std::vector<model::decode_item>& items) override {
@@ -577,6 +570,28 @@ class timed_model final : public model::causal_lm {
 
  private:
   std::unique_ptr<model::causal_lm> inner_;
+};
+
+// The real model, whose steps take fake time on a clock the test reads: `fixed_ms` a step,
+// `row_ms` per decode row (an item of one token at a position past 0) and `token_ms` per prompt
+// token.
+class timed_model final : public forwarding_model {
+ public:
+  timed_model(std::unique_ptr<model::causal_lm> inner, stamp& now, double fixed_ms, double row_ms,
+              double token_ms)
+      : forwarding_model(std::move(inner)),
+        now_(now),
+        fixed_(fixed_ms),
+        row_(row_ms),
+        token_(token_ms) {}
+  model::logits_view prefill(const std::vector<model::prefill_item>& items) override {
+    double ms = fixed_;
+    for (const auto& it : items) ms += it.count == 1 && it.start > 0 ? row_ : token_ * it.count;
+    now_ += stamp(ms * 1e6);
+    return forwarding_model::prefill(items);
+  }
+
+ private:
   stamp& now_;
   double fixed_, row_, token_;
 };
@@ -644,33 +659,17 @@ namespace {
 
 // The real model, which throws from its next forward pass when told to (as a CUDA out-of-memory
 // or any torch error would).
-class failing_model final : public model::causal_lm {
+class failing_model final : public forwarding_model {
  public:
-  explicit failing_model(std::unique_ptr<model::causal_lm> inner) : inner_(std::move(inner)) {}
+  using forwarding_model::forwarding_model;
   bool fail_next = false;
-  const model::llama_shape& shape() const override { return inner_->shape(); }
-  int32_t slots() const override { return inner_->slots(); }
-  int32_t context() const override { return inner_->context(); }
-  bool ignores_end_tokens() const override { return inner_->ignores_end_tokens(); }
   model::logits_view prefill(const std::vector<model::prefill_item>& items) override {
     if (fail_next) {
       fail_next = false;
       throw std::runtime_error("out of memory");
     }
-    return inner_->prefill(items);
+    return forwarding_model::prefill(items);
   }
-  model::logits_view decode(const std::vector<model::decode_item>& items) override {
-    return inner_->decode(items);
-  }
-  std::string describe() const override { return inner_->describe(); }
-  bool copies_prefixes() const override { return inner_->copies_prefixes(); }
-  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
-    inner_->copy_prefix(from, to, tokens);
-  }
-  int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
-
- private:
-  std::unique_ptr<model::causal_lm> inner_;
 };
 
 }  // namespace
