@@ -184,6 +184,7 @@ TEST_F(hardening_test, a_kept_alive_connection_waits_idle_then_its_next_head_is_
   auto first = c.request("GET", "/health");
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 200u);
+  barrier(port);  // the connection waits for its next request
   // Waiting for the next request is idle time (ten hours), not the head's deadline (one).
   server->advance_deadline_clock(2h);
   barrier(port);
@@ -206,6 +207,7 @@ TEST_F(hardening_test, a_connection_idle_past_its_timeout_is_closed_without_an_a
   auto first = c.request("GET", "/health");
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 200u);
+  barrier(port);  // the connection waits for its next request: idle ten hours from now
   server->advance_deadline_clock(9h);
   barrier(port);
   EXPECT_FALSE(c.wait_closed(10ms)) << "closed before its idle timeout";
