@@ -35,14 +35,20 @@ class executor_core_test : public ::testing::Test {
     expected = test::load_expected_run();
   }
 
-  std::unique_ptr<executor_core> make_core(
+  // stories260K with `slots` KV-cache slots.
+  static std::unique_ptr<model::causal_lm> load_stories(
       int32_t slots, model::llama_network network = model::llama_network::automatic) {
     model::runtime_options opt;
     opt.slots = slots;
     opt.network = network;
     auto m = model::load_model(test::stories_model(), opt);
     EXPECT_TRUE(m);
-    return std::make_unique<executor_core>("test", std::move(*m), tokenizer);
+    return m ? std::move(*m) : nullptr;
+  }
+
+  std::unique_ptr<executor_core> make_core(
+      int32_t slots, model::llama_network network = model::llama_network::automatic) {
+    return std::make_unique<executor_core>("test", load_stories(slots, network), tokenizer);
   }
 
   sequence_request request(request_id id, const std::string& prompt, int32_t max_tokens) {
@@ -604,12 +610,8 @@ class timed_model final : public forwarding_model {
 // prompt tokens, 6 of them (2.7 ms).
 TEST_F(executor_core_test, the_prompt_budget_follows_the_measured_step_costs) {
   stamp fake_now = 1'000'000'000;
-  model::runtime_options opt;
-  opt.slots = 3;
-  auto m = model::load_model(test::stories_model(), opt);
-  ASSERT_TRUE(m);
-  executor_core core{"test", std::make_unique<timed_model>(std::move(*m), fake_now, 2.0, 1.0, 0.45),
-                     tokenizer};
+  executor_core core{
+      "test", std::make_unique<timed_model>(load_stories(3), fake_now, 2.0, 1.0, 0.45), tokenizer};
   core.set_clock([&] { return fake_now; });
   step_plan_options o;
   o.target_ratio = 1.5;
@@ -680,11 +682,7 @@ class failing_model final : public forwarding_model {
 // back, and the executor takes new work afterwards.
 TEST_F(executor_core_test, a_model_error_ends_every_request_exactly_once) {
   stamp fake_now = 1'000'000'000;
-  model::runtime_options opt;
-  opt.slots = 5;
-  auto m = model::load_model(test::stories_model(), opt);
-  ASSERT_TRUE(m);
-  auto owned = std::make_unique<failing_model>(std::move(*m));
+  auto owned = std::make_unique<failing_model>(load_stories(5));
   failing_model* failing = owned.get();
   executor_core core{"test", std::move(owned), tokenizer};
   core.set_clock([&] { return fake_now; });
