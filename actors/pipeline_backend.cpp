@@ -172,7 +172,7 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   g.params.seed = req.seed ? *req.seed : seeds();
   g.priority = req.priority;
   g.timeout_s = req.timeout_s ? *req.timeout_s : 0.0;
-  // Log-probabilities and echo (issue 14).
+  // Log-probabilities and echo.
   g.params.logprobs = req.logprobs;
   g.params.prompt_logprobs = req.prompt_logprobs;
   g.params.echo = req.echo;

@@ -29,7 +29,7 @@ constexpr int32_t prompt_length = 32;
 
 // FLOP/s of a float32 GEMM of [64 x 512] x [512 x 1376] on this machine, measured once: the best
 // of five passes, as the read bandwidth, since a floor is what the machine can do (one pass of
-// 400 varied from 110 to 143 GFLOP/s between runs on the Intel Xeon of the fourteenth session).
+// 400 varied from 110 to 143 GFLOP/s between runs on one Intel Xeon).
 double matmul_rate() {
   static const double rate = [] {
     auto a = at::randn({64, 512});

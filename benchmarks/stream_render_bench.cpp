@@ -1,4 +1,4 @@
-// One stream event of a token, rendered as the server did before issue 15 (an nlohmann::json
+// One stream event of a token, rendered as the server once did (an nlohmann::json
 // object per token, dumped, then "data: " + payload + "\n\n" as a new string) and as it does now
 // (completion_task writing straight into the connection's reused stream buffer).
 #include <benchmark/benchmark.h>
@@ -20,7 +20,7 @@ completion_meta meta() {
   return {"cmpl-0123456789abcdef01234567", 1764676800, "stories260K", api_kind::completions};
 }
 
-// The renderer before issue 15, kept here as the baseline.
+// The earlier renderer, kept here as the baseline.
 std::string nlohmann_event(const completion_meta& m, std::size_t index, const std::string& text) {
   json obj{{"id", m.id}, {"object", "text_completion"}, {"created", m.created}, {"model", m.model}};
   json choice{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};

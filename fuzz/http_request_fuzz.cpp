@@ -34,7 +34,7 @@ class instant_backend : public completion_backend {
     struct handle : request_handle {
       void cancel() override {}
     };
-    // Log-probabilities when asked for (issue 14): the prompt's (echo) and the texts', with
+    // Log-probabilities when asked for: the prompt's (echo) and the texts', with
     // an excluded alternative and the NaN of a prompt's first token.
     if (req.prompt_logprobs)
       events.on_logprobs({{"", std::numeric_limits<float>::quiet_NaN(), {}},

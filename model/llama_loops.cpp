@@ -74,7 +74,7 @@ class llama_loops final : public llama_base {
                                        int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs};
     const std::vector<int64_t> v_shape{s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs};
     // In huge pages too: a step's attention streams through the cache (5 % off the s15m step at
-    // batch 64, docs/benchmarks.md section 8, eleventh session).
+    // batch 64, docs/benchmarks.md section 8).
     const size_t element = bf16_cache_ ? 2 : 4;
     const size_t k_bytes = size_t(k_shape[0] * k_shape[1]) * element;
     const size_t v_bytes = size_t(v_shape[0] * v_shape[1] * v_shape[2]) * element;

@@ -324,7 +324,7 @@ int32_t executor_core::sample_next(sequence& s, const float* logits, int32_t voc
   // -- end of logit processing --
   const int32_t token = s.sampler.sample(logits, vocab);
   if (s.processor) s.processor->accept(token);
-  // Log-probabilities (issue 14): of the very row the sampler drew from (processed), under its
+  // Log-probabilities: of the very row the sampler drew from (processed), under its
   // settings.
   if (s.req.params.logprobs >= 0)
     s.scores = model::sampled_logprobs(logits, vocab, s.sampler.params(), token,
@@ -382,7 +382,7 @@ void executor_core::score_prompt_chunk(sequence& s, const model::logits_view& lo
 void executor_core::emit(sequence& s, int32_t token, stamp now, step_output& out) {
   if (s.req.times.first_token == 0) s.req.times.first_token = now;
   s.token_times.push_back(to_time_point(now));
-  // Log-probabilities (issue 14): the texts in the context before this token.
+  // Log-probabilities: the texts in the context before this token.
   std::optional<token_logprob> scored;
   if (s.scores) scored = describe(*s.scores, s.detokenizer);
   s.scores.reset();

@@ -125,7 +125,7 @@ class executor_core {
     model::incremental_detokenizer detokenizer;
     model::stop_string_matcher stops;
     std::vector<time_point> token_times;
-    // Log-probabilities (issue 14): those of the token sample_next just picked, for emit.
+    // Log-probabilities: those of the token sample_next just picked, for emit.
     std::optional<model::token_scores> scores;
     // -- logit processing: null when the request asks for none (its rows are not copied) --
     std::unique_ptr<model::logit_processor> processor;
@@ -158,7 +158,7 @@ class executor_core {
   void emit(sequence& s, int32_t token, stamp now, step_output& out);
   /// The chunk of `s` in this step's output (a new one when the last is another request's).
   token_chunk& chunk_of(const sequence& s, step_output& out);
-  /// Log-probabilities (issue 14): the prompt's, teacher-forced, from the rows of logits of its
+  /// Log-probabilities: the prompt's, teacher-forced, from the rows of logits of its
   /// tokens [start, start + count) (one row per token from `first_row`): the entries of tokens
   /// start + 1 .. start + count (the first token's, which has none, when start is 0). Kept in
   /// the sequence until the prompt is complete.

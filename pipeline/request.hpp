@@ -54,7 +54,7 @@ struct generation_params {
   std::vector<std::string> stop;
   /// Generate exactly max_tokens, ignoring end tokens (benchmarks on random weights do).
   bool ignore_eos = false;
-  // -- log-probabilities and echo (issue 14) --
+  // -- log-probabilities and echo --
   /// Report each sampled token's log-probability with this many alternatives (0..20); -1: none.
   int32_t logprobs = -1;
   /// Also report the prompt tokens' log-probabilities under the raw model (with `logprobs`
@@ -207,7 +207,7 @@ struct token_chunk {
   request_id id = 0;
   std::string text;
   std::vector<int32_t> tokens;
-  // -- log-probabilities (issue 14) --
+  // -- log-probabilities --
   /// When the request asked for them: one per token of `tokens`, in order, and one more for an
   /// end token that ended the request (it is in no chunk's `tokens` and adds no text).
   std::vector<token_logprob> logprobs{};

@@ -24,7 +24,7 @@ io_threads="${THREADS:-1}"
 interval_args=()
 [[ -n "${INTERVAL:-}" ]] && interval_args=(--set "server.stream_interval=$INTERVAL")
 conveyor="$build/apps/conveyor"
-# The server may be another binary (e.g. the code before issue 15), measured by the same client.
+# The server may be another binary (e.g. the code before the step planner), measured by the same client.
 server_bin="${SERVER:-$conveyor}"
 python="$root/tools/venv/bin/python"
 [[ -x "$python" ]] || python=python3

@@ -49,7 +49,7 @@ struct completion_request {
   /// Deadline in seconds from arrival, in (0, max_timeout_s] (common/deadline.hpp); absent means
   /// the backend's own limit.
   std::optional<double> timeout_s;
-  // -- log-probabilities and echo (issue 14) --
+  // -- log-probabilities and echo --
   /// Report each generated token's log-probability with this many alternatives (0..20), through
   /// `completion_events::on_logprobs`; -1: none.
   int32_t logprobs = -1;
@@ -149,13 +149,13 @@ struct completion_events {
   std::function<void(std::string finish_reason, completion_usage usage)> on_finish;
   /// The request failed or was cancelled; `message` is for humans.
   std::function<void(conveyor::ec code, std::string message)> on_error;
-  // -- log-probabilities (issue 14) --
+  // -- log-probabilities --
   /// Log-probabilities of tokens, for requests that asked for them (backends that never report
   /// any may leave it unset; callers check). With `prompt` true: the prompt's tokens, once,
   /// before any other event. Otherwise: the tokens of the next `on_text` (or of `on_finish`),
   /// called before it; a last one for an end token that adds no text.
   std::function<void(std::vector<token_logprob> entries, bool prompt)> on_logprobs;
-  // -- one step at once (issue 15) --
+  // -- one step at once --
   /// Optional: everything of one step in one call, which the server handles as one event (one
   /// post onto the connection's strand, the step's stream events written together). A backend
   /// that has a step's output at once calls it when set instead of the single callbacks above;

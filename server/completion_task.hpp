@@ -68,7 +68,7 @@ class completion_task {
   /// wire ("data: <payload>\n\n" each), rendered there directly.
   task_output on_text(std::size_t index, std::string_view text, std::string& sse);
 
-  /// Log-probabilities of choice `index` (issue 14): the prompt's (`prompt`; with echo, a stream
+  /// Log-probabilities of choice `index`: the prompt's (`prompt`; with echo, a stream
   /// sends the echoed prompt with them at once) or those of the tokens of the next text, which a
   /// stream sends with it. Events go to `sse` as with `on_text`.
   task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt,
@@ -105,7 +105,7 @@ class completion_task {
     bool role_sent = false;
     // A stream event of this choice was written.
     bool opened = false;
-    // -- log-probabilities and echo (issue 14) --
+    // -- log-probabilities and echo --
     // The prompt to send back before the completion (`echo`), until it was sent.
     bool echo = false;
     std::string echo_text;

@@ -94,7 +94,7 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   const bool add_bos = get_bool(obj, "add_special_tokens").value_or(true);
   const std::size_t n = get_n(obj, max_n);
 
-  // Log-probabilities and echo (issue 14). With echo, max_tokens 0 asks for the prompt alone
+  // Log-probabilities and echo. With echo, max_tokens 0 asks for the prompt alone
   // (evaluation harnesses score prompts so); the shared parser allows it nowhere else.
   const bool echo = get_bool(obj, "echo").value_or(false);
   auto logprobs = get_integer(obj, "logprobs", 0, 20);

@@ -90,7 +90,7 @@ struct completion_meta {
   api_kind kind = api_kind::completions;
 };
 
-/// Log-probabilities of some of a choice's tokens, as `logprobs` renders them (issue 14).
+/// Log-probabilities of some of a choice's tokens, as `logprobs` renders them.
 struct logprobs_part {
   /// The tokens, in order (with echo, the prompt's first).
   std::vector<token_logprob> tokens{};

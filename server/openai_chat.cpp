@@ -94,7 +94,7 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   get_integer(obj, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto proto = parse_sampling(
       obj, defaults, find(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens");
-  // Log-probabilities (issue 14): `logprobs` true, with `top_logprobs` alternatives (0..20).
+  // Log-probabilities: `logprobs` true, with `top_logprobs` alternatives (0..20).
   const bool logprobs = get_bool(obj, "logprobs").value_or(false);
   auto top = get_integer(obj, "top_logprobs", 0, 20);
   if (top && !logprobs)

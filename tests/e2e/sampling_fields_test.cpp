@@ -1,4 +1,4 @@
-// The sampling fields of issue 14 on the real binary: the `openai` Python package
+// The sampling fields on the real binary: the `openai` Python package
 // (tests/e2e/sampling_client.py) and curl send penalties, logit_bias, min_tokens,
 // stop_token_ids, ignore_eos and token-id prompts, streamed and not, and /tokenize and
 // /detokenize are checked against the tokenizers library's ids (tests/fixtures/tokenizers).

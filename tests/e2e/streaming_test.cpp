@@ -1,4 +1,4 @@
-// Streams of the real server arrive complete and in order when many run at once (issue 15: a
+// Streams of the real server arrive complete and in order when many run at once (a
 // step's events are posted once and written with whatever else queued for the connection, as one
 // chunk): each of 64 concurrent streamed clients gets exactly its whole (non-streamed) answer, its
 // text chunks before one finish chunk, the usage chunk and one [DONE], over real sockets.

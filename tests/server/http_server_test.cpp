@@ -873,7 +873,7 @@ TEST_F(http_server_test, each_choices_first_token_goes_out_at_once_while_others_
   ASSERT_TRUE(c.read_until("\"b0\"")) << c.raw();
 }
 
-// -- whole steps (issue 15): a step's events posted and written together
+// -- whole steps: a step's events posted and written together
 // ---------------------------
 
 TEST_F(http_server_test, whole_steps_stream_completely_and_in_order) {
