@@ -10,8 +10,8 @@
 
 #include <caf/all.hpp>
 
-#include "model/detokenizer.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/detokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/rerun_tracker.hpp"
 
 namespace conveyor {
@@ -197,7 +197,7 @@ expected<std::vector<int32_t>> pipeline_backend::tokenize(const std::string& tex
 }
 
 std::string pipeline_backend::detokenize(const std::vector<int32_t>& ids) const {
-  return model::decode_prompt(*pipeline_.tokenizer, ids);
+  return tokenizers::decode_prompt(*pipeline_.tokenizer, ids);
 }
 
 void pipeline_backend::collect_metrics(std::function<void(std::string)> reply) {

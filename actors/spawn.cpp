@@ -16,7 +16,7 @@
 #include "gpu/placement.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 namespace conveyor {
 
@@ -41,7 +41,7 @@ namespace {
 /// The tokenizer and the shape of the model of `cfg`, checked against each other.
 struct model_files {
   std::string model_spec;
-  std::shared_ptr<const model::tokenizer> tokenizer;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer;
   int32_t seq_len = 0;
   /// What the spec names: shape, stored dtype, end ids.
   model::model_info info;
@@ -51,7 +51,7 @@ expected<model_files> open_model(const config::pipeline& cfg) {
   model_files out;
   out.model_spec = model::resolve_path(cfg.model.path);
   const std::string tokenizer_path = tokenizer_file(cfg);
-  auto tokenizer = model::load_tokenizer(tokenizer_path);
+  auto tokenizer = tokenizers::load_tokenizer(tokenizer_path);
   if (!tokenizer) return tokenizer.error();
   spdlog::info("tokenizer: {} ({} tokens)", tokenizer_path, (*tokenizer)->vocab_size());
   auto info = model::inspect_model(out.model_spec);

@@ -16,9 +16,9 @@ namespace conveyor::gpu {
 class device_provider;
 }  // namespace conveyor::gpu
 
-namespace conveyor::model {
+namespace conveyor::tokenizers {
 class tokenizer;
-}  // namespace conveyor::model
+}  // namespace conveyor::tokenizers
 
 namespace conveyor {
 
@@ -54,7 +54,7 @@ struct pipeline_handle {
   int32_t context = 0;
   /// The tokenizer the pipeline's tokenizer workers use: immutable, safe from any thread
   /// (the HTTP server's /tokenize and /detokenize call it directly).
-  std::shared_ptr<const model::tokenizer> tokenizer;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer;
 };
 
 /// The tokenizer file of `cfg`: `model.tokenizer` when set, else the one that goes with the

@@ -9,7 +9,7 @@
 namespace conveyor {
 
 tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
-                                                std::shared_ptr<const model::tokenizer> tokenizer,
+                                                std::shared_ptr<const tokenizers::tokenizer> tokenizer,
                                                 int32_t context) {
   return {
       [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
@@ -77,7 +77,7 @@ tokenizer_actor::behavior_type tokenizer_pool(
 }  // namespace
 
 tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                     std::shared_ptr<const model::tokenizer> tokenizer,
+                                     std::shared_ptr<const tokenizers::tokenizer> tokenizer,
                                      int32_t context) {
   std::vector<tokenizer_actor> pool;
   for (size_t i = 0; i < std::max<size_t>(1, workers); ++i)

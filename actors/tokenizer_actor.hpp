@@ -5,7 +5,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/actors.hpp"
 
 namespace conveyor {
@@ -13,13 +13,13 @@ namespace conveyor {
 /// One tokenizer worker: (encode, generate_request) -> sequence_request, or an error
 /// (prompt_too_long, bad_request).
 tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer self,
-                                                std::shared_ptr<const model::tokenizer> tokenizer,
+                                                std::shared_ptr<const tokenizers::tokenizer> tokenizer,
                                                 int32_t context);
 
 /// A round-robin pool of `workers` tokenizer workers behind one handle of the same interface;
 /// the workers end with the pool.
 tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                     std::shared_ptr<const model::tokenizer> tokenizer,
+                                     std::shared_ptr<const tokenizers::tokenizer> tokenizer,
                                      int32_t context);
 
 }  // namespace conveyor

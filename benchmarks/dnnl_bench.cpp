@@ -1,5 +1,5 @@
 // oneDNN's matmul primitive with weights reordered once into the format the primitive chooses,
-// on the products of an s15m layer: the comparison for the packed kernel of model/packed_matmul
+// on the products of an s15m layer: the comparison for the packed kernel of kernels/packed_matmul
 // (conveyor_model_bench's bm_matmul runs the same shapes through OpenBLAS and the packed kernel).
 // Built only where Debian's libdnnl-dev is installed (not a dependency of Conveyor itself).
 #include <cstdint>

@@ -15,13 +15,14 @@
 #include <benchmark/benchmark.h>
 
 #include "common/install_dirs.hpp"
-#include "model/blas_kernels.hpp"
-#include "model/cache_attention.hpp"
+#include "kernels/blas_kernels.hpp"
+#include "kernels/cache_attention.hpp"
 #include "model/causal_lm.hpp"
-#include "model/packed_matmul.hpp"
-#include "model/work_pool.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "kernels/work_pool.hpp"
 
 using namespace conveyor::model;
+using namespace conveyor::kernels;
 
 namespace {
 

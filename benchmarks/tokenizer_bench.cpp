@@ -11,9 +11,9 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
-using namespace conveyor::model;
+using namespace conveyor::tokenizers;
 
 namespace {
 

@@ -11,7 +11,7 @@
 namespace conveyor {
 
 /// What a request that leaves a sampling field out gets. These member initialisers are the one
-/// source of the defaults: config::generation, generation_params, model::sampling_params and the
+/// source of the defaults: config::generation, generation_params, sampling::sampling_params and the
 /// server's completion_defaults take theirs from here.
 struct sampling_defaults {
   /// Tokens to generate (OpenAI's default).

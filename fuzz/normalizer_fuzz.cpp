@@ -14,12 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.hpp"
-#include "model/hf/normalizer.hpp"
-#include "model/utf8.hpp"
+#include "tokenizers/hf/normalizer.hpp"
+#include "tokenizers/utf8.hpp"
 
 namespace {
 
-using conveyor::model::hf::normalizer;
+using conveyor::tokenizers::hf::normalizer;
 
 /// A normalizer, the normalization form its result must be in ("" when none), and whether it is
 /// that form alone (then it leaves its own result as it is).
@@ -98,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const auto& c = all[data[0] % all.size()];
   std::string bytes{reinterpret_cast<const char*>(data + 2), size - 2};
-  std::string text = model::drain_utf8(bytes, true);
+  std::string text = tokenizers::drain_utf8(bytes, true);
   const std::string once = text;
   for (int i = data[1] % 64; i > 0; --i) text += once;
   if (auto ok = c.norm.apply(text); !ok) {

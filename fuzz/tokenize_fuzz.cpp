@@ -7,19 +7,19 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.hpp"
-#include "model/detokenizer.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/detokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 namespace {
 
-using conveyor::model::tokenizer;
+using conveyor::tokenizers::tokenizer;
 
 std::vector<std::shared_ptr<const tokenizer>> load_all() {
   using namespace conveyor;
   std::vector<std::shared_ptr<const tokenizer>> all;
-  for (auto load : {model::load_llama2c_tokenizer(fuzz::source_path("models/stories260K/tok512.bin")),
-                    model::load_hf_tokenizer(fuzz::source_path("tests/fixtures/tokenizers/llama_spm")),
-                    model::load_hf_tokenizer(fuzz::source_path("tests/fixtures/tokenizers/llama3"))}) {
+  for (auto load : {tokenizers::load_llama2c_tokenizer(fuzz::source_path("models/stories260K/tok512.bin")),
+                    tokenizers::load_hf_tokenizer(fuzz::source_path("tests/fixtures/tokenizers/llama_spm")),
+                    tokenizers::load_hf_tokenizer(fuzz::source_path("tests/fixtures/tokenizers/llama3"))}) {
     if (!load) {
       std::fprintf(stderr, "tokenize_fuzz: %s\n", message_of(load.error()).c_str());
       std::abort();
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     random_ids.push_back(int32_t((uint8_t(bytes[i]) << 8 | uint8_t(bytes[i + 1])) %
                                  uint32_t(tok.vocab_size())));
   for (const auto* seq : {&ids, &random_ids}) {
-    model::incremental_detokenizer one_by_one{tokenizers[data[0] % tokenizers.size()]};
+    tokenizers::incremental_detokenizer one_by_one{tokenizers[data[0] % tokenizers.size()]};
     std::string streamed;
     for (auto id : *seq) {
       auto piece = one_by_one.push(id);
@@ -61,12 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       streamed += piece;
     }
     streamed += one_by_one.flush();
-    model::incremental_detokenizer whole{tokenizers[data[0] % tokenizers.size()]};
+    tokenizers::incremental_detokenizer whole{tokenizers[data[0] % tokenizers.size()]};
     std::string at_once = whole.push(*seq);
     at_once += whole.flush();
     fuzz::require_utf8(streamed, "the streamed text");
     if (streamed != at_once) std::abort();
-    fuzz::require_utf8(model::decode_prompt(tok, *seq), "a decoded prompt");
+    fuzz::require_utf8(tokenizers::decode_prompt(tok, *seq), "a decoded prompt");
   }
   return 0;
 }

@@ -4,13 +4,13 @@
 #include <cstdlib>
 
 #include "fuzz/fuzz_support.hpp"
-#include "model/detokenizer.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/detokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace conveyor;
   const auto path = fuzz::write_scratch(data, size, "-tokenizer.json");
-  auto tok = model::load_hf_tokenizer(path);
+  auto tok = tokenizers::load_hf_tokenizer(path);
   if (!tok) {
     if (message_of(tok.error()).empty()) std::abort();
     return 0;
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& ids = *encoded;
   for (auto id : ids)
     if (id < 0 || id >= (*tok)->vocab_size()) std::abort();
-  model::incremental_detokenizer detok{*tok};
+  tokenizers::incremental_detokenizer detok{*tok};
   std::string text = detok.push(ids);
   text += detok.flush();
   fuzz::require_utf8(text, "the decoded text");

@@ -189,7 +189,7 @@ expected<llama_shape> shape_of(const std::string& spec);
 /// (`default_tokenizer_path`, resolved like `resolve_path`).
 std::string default_tokenizer_for(const std::string& model_spec);
 
-/// Sets the number of threads the CPU network (model/work_pool.hpp), torch and the BLAS use in
+/// Sets the number of threads the CPU network (kernels/work_pool.hpp), torch and the BLAS use in
 /// this process.
 void set_compute_threads(int32_t threads);
 

@@ -10,22 +10,24 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
-#include "model/cache_attention.hpp"
+#include "kernels/cache_attention.hpp"
 #include "model/causal_lm.hpp"
 #include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
-#include "model/huge_pages.hpp"
-#include "model/packed_matmul.hpp"
-#include "model/parallel_grain.hpp"
-#include "model/vector8.hpp"
-#include "model/work_pool.hpp"
+#include "kernels/huge_pages.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "kernels/parallel_grain.hpp"
+#include "kernels/vector8.hpp"
+#include "kernels/work_pool.hpp"
 
 namespace conveyor::model {
 
 namespace {
 
-using namespace vec8;
+// The plain-loop network is written in the CPU kernels' terms.
+using namespace kernels;
+using namespace kernels::vec8;
 
 class llama_loops final : public llama_base {
  public:
@@ -39,7 +41,7 @@ class llama_loops final : public llama_base {
     const auto format = opt.dtype != compute_dtype::bf16 ? weight_format::f32
                         : opt.bf16_inputs              ? weight_format::bf16_dot
                                                        : weight_format::bf16;
-    // Into one block of huge pages (model/huge_pages.hpp), in the order a step reads them.
+    // Into one block of huge pages (kernels/huge_pages.hpp), in the order a step reads them.
     size_t packed_bytes = 0;
     auto count = [&](const at::Tensor& t) {
       packed_bytes += huge_page_arena::rounded(

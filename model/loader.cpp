@@ -10,11 +10,11 @@
 #include <ATen/Parallel.h>
 
 #include "common/install_dirs.hpp"
-#include "model/blas_kernels.hpp"
+#include "kernels/blas_kernels.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
-#include "model/packed_matmul.hpp"
-#include "model/work_pool.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "kernels/work_pool.hpp"
 
 namespace conveyor::model {
 
@@ -148,7 +148,7 @@ std::string default_tokenizer_for(const std::string& model_spec) {
 void set_compute_threads(int32_t threads) {
   if (threads < 1) return;
   at::set_num_threads(threads);
-  compute_pool().resize(threads);
+  kernels::compute_pool().resize(threads);
   using setter = void (*)(int);
   if (auto f = reinterpret_cast<setter>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     f(threads);
@@ -162,7 +162,7 @@ int32_t auto_compute_threads(const llama_shape& shape, int32_t max_batch, int32_
   const int64_t products[][2] = {{d, q + 2 * kv}, {q, d}, {d, 2 * int64_t(shape.hidden_dim)},
                                  {shape.hidden_dim, d}, {d, shape.vocab_size}};
   for (const auto& p : products)
-    if (packed_matrix::wakes_pool(std::max(max_batch, 1), p[0], p[1])) return cores;
+    if (kernels::packed_matrix::wakes_pool(std::max(max_batch, 1), p[0], p[1])) return cores;
   return 1;
 }
 
@@ -185,16 +185,16 @@ std::string compute_backend_description() {
   } else {
     os << "BLAS: unknown";
   }
-  const std::string core = blas_core();
+  const std::string core = kernels::blas_core();
   // (Unless the user chose the kernels.)
-  if (const std::string fitting = fitting_blas_core(core, processor_vector_features());
+  if (const std::string fitting = kernels::fitting_blas_core(core, kernels::processor_vector_features());
       !fitting.empty() && std::getenv("OPENBLAS_CORETYPE") == nullptr)
     os << "; warning: OpenBLAS runs its " << core << " kernels on a processor that fits " << fitting
        << " (several times faster): set OPENBLAS_CORETYPE=" << fitting;
   os << "; libraries:";
   for (const auto& lib : libs) os << ' ' << lib;
   os << "; torch intra-op threads " << at::get_num_threads() << "; compute pool threads "
-     << compute_pool().threads();
+     << kernels::compute_pool().threads();
   return os.str();
 }
 

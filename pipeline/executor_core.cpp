@@ -7,7 +7,7 @@
 namespace conveyor::pipeline {
 
 executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
-                             std::shared_ptr<const model::tokenizer> tokenizer)
+                             std::shared_ptr<const tokenizers::tokenizer> tokenizer)
     : name_(std::move(name)),
       model_(std::move(model)),
       tokenizer_(std::move(tokenizer)) {
@@ -54,10 +54,10 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       continue;
     }
     const auto& p = req.params;
-    model::sampler sampler{model::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
+    sampling::sampler sampler{sampling::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
     // Before min_tokens, stop strings do not end the sequence: the matcher is armed with the
     // min_tokens-th token (emit), and finds a stop string that began before it.
-    model::stop_string_matcher stops{p.stop, p.min_tokens <= 0};
+    sampling::stop_string_matcher stops{p.stop, p.min_tokens <= 0};
     // The first token follows the prompt's last (BOS alone for an empty prompt).
     const int32_t preceding = req.prompt.empty() ? -1 : req.prompt.back();
     auto s = std::make_unique<sequence>(sequence{std::move(req),
@@ -68,7 +68,7 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
                                                  false,
                                                  false,
                                                  std::move(sampler),
-                                                 model::incremental_detokenizer{tokenizer_,
+                                                 tokenizers::incremental_detokenizer{tokenizer_,
                                                                                 preceding},
                                                  std::move(stops),
                                                  {},
@@ -81,12 +81,12 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     free_slots_.pop_back();
     const auto& params = s->req.params;  // req was moved
     s->end_ids = end_ids_of(params);
-    model::logit_settings settings{params.presence_penalty, params.frequency_penalty,
+    sampling::logit_settings settings{params.presence_penalty, params.frequency_penalty,
                                    params.repetition_penalty, params.logit_bias,
                                    params.min_tokens, {}};
     if (settings.min_tokens > 0) settings.min_tokens_masked = s->end_ids;
     if (settings.active())
-      s->processor = std::make_unique<model::logit_processor>(std::move(settings), s->req.prompt);
+      s->processor = std::make_unique<sampling::logit_processor>(std::move(settings), s->req.prompt);
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
   }
@@ -327,16 +327,16 @@ int32_t executor_core::sample_next(sequence& s, const float* logits, int32_t voc
   // Log-probabilities: of the very row the sampler drew from (processed), under its
   // settings.
   if (s.req.params.logprobs >= 0)
-    s.scores = model::sampled_logprobs(logits, vocab, s.sampler.params(), token,
-                                       std::min(s.req.params.logprobs, model::max_top_logprobs));
+    s.scores = sampling::sampled_logprobs(logits, vocab, s.sampler.params(), token,
+                                       std::min(s.req.params.logprobs, sampling::max_top_logprobs));
   return token;
 }
 
 namespace {
 
 // A position's scores with each token's text in the context of `detokenizer`.
-token_logprob describe(const model::token_scores& scores,
-                       const model::incremental_detokenizer& detokenizer) {
+token_logprob describe(const sampling::token_scores& scores,
+                       const tokenizers::incremental_detokenizer& detokenizer) {
   token_logprob entry;
   entry.chosen = {scores.chosen.id, scores.chosen.logprob, detokenizer.peek(scores.chosen.id)};
   entry.top.reserve(scores.top.size());
@@ -356,7 +356,7 @@ void executor_core::score_prompt_chunk(sequence& s, const model::logits_view& lo
                                        int32_t first_row, int32_t start, int32_t count) {
   const auto& prompt = s.req.prompt;
   const int32_t n = int32_t(prompt.size());
-  const int32_t top_n = std::max(0, std::min(s.req.params.logprobs, model::max_top_logprobs));
+  const int32_t top_n = std::max(0, std::min(s.req.params.logprobs, sampling::max_top_logprobs));
   if (start == 0) {
     s.prompt_entries.clear();
     s.prompt_entries.reserve(prompt.size());
@@ -372,7 +372,7 @@ void executor_core::score_prompt_chunk(sequence& s, const model::logits_view& lo
   // token t - 1; the row of this chunk's last token scores the next chunk's first.
   for (int32_t t = start + 1; t <= start + count && t < n; ++t) {
     s.prompt_entries.push_back(describe(
-        model::raw_logprobs(logits.row(first_row + (t - 1 - start)), logits.vocab, prompt[t],
+        sampling::raw_logprobs(logits.row(first_row + (t - 1 - start)), logits.vocab, prompt[t],
                             top_n),
         *s.prompt_detokenizer));
     s.prompt_detokenizer->push(prompt[t]);

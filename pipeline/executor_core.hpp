@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "model/causal_lm.hpp"
-#include "model/detokenizer.hpp"
-#include "model/logprobs.hpp"
-#include "model/logit_processor.hpp"
-#include "model/sampler.hpp"
-#include "model/stop_strings.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/detokenizer.hpp"
+#include "sampling/logprobs.hpp"
+#include "sampling/logit_processor.hpp"
+#include "sampling/sampler.hpp"
+#include "sampling/stop_strings.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/request.hpp"
 #include "pipeline/step_cost_model.hpp"
 #include "pipeline/step_planner.hpp"
@@ -45,7 +45,7 @@ struct step_output {
 class executor_core {
  public:
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
-                std::shared_ptr<const model::tokenizer> tokenizer);
+                std::shared_ptr<const tokenizers::tokenizer> tokenizer);
 
   /// Name used in metrics ("cpu:0").
   const std::string& name() const { return name_; }
@@ -121,21 +121,21 @@ class executor_core {
     int32_t generated = 0;
     bool ended = false;  // a static batch keeps ended members until the batch ends
     bool cancel_requested = false;
-    model::sampler sampler;
-    model::incremental_detokenizer detokenizer;
-    model::stop_string_matcher stops;
+    sampling::sampler sampler;
+    tokenizers::incremental_detokenizer detokenizer;
+    sampling::stop_string_matcher stops;
     std::vector<time_point> token_times;
     // Log-probabilities: those of the token sample_next just picked, for emit.
-    std::optional<model::token_scores> scores;
+    std::optional<sampling::token_scores> scores;
     // -- logit processing: null when the request asks for none (its rows are not copied) --
-    std::unique_ptr<model::logit_processor> processor;
+    std::unique_ptr<sampling::logit_processor> processor;
     // The ids that end it (end_ids_of), fixed at admission.
     std::vector<int32_t> end_ids;
     // -- chunked prefill --
     int32_t prefilled = 0;  // prompt tokens in the cache
     // The prompt's log-probabilities, scored chunk by chunk, and the detokenizer of their texts.
     std::vector<token_logprob> prompt_entries;
-    std::optional<model::incremental_detokenizer> prompt_detokenizer;
+    std::optional<tokenizers::incremental_detokenizer> prompt_detokenizer;
     bool prefill_done() const { return prefilled >= int32_t(req.prompt.size()); }
   };
   /// One item of a step's forward pass.
@@ -176,7 +176,7 @@ class executor_core {
   std::string device_;
   std::function<stamp()> clock_ = now_stamp;
   std::unique_ptr<model::causal_lm> model_;
-  std::shared_ptr<const model::tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer_;
   step_cost_model costs_;
   step_planner planner_;
   std::vector<int32_t> free_slots_;

@@ -62,7 +62,7 @@ struct generation_params {
   bool prompt_logprobs = false;
   /// The client gets the prompt back (echo): max_tokens may then be 0, a prefill alone.
   bool echo = false;
-  // -- logit processing (model/logit_processor.hpp): penalties, bias, min_tokens, stop ids --
+  // -- logit processing (sampling/logit_processor.hpp): penalties, bias, min_tokens, stop ids --
   /// OpenAI's: subtracted once from the logit of every token generated so far, in [-2, 2].
   float presence_penalty = 0;
   /// OpenAI's: subtracted per occurrence among the generated tokens, in [-2, 2].

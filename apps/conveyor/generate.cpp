@@ -14,7 +14,7 @@
 #include "common/sampling.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 #include "pipeline/request_checks.hpp"
 
@@ -64,7 +64,7 @@ int run_generate(const generate_options& o) {
   const auto model_spec = model::resolve_path(o.model);
   const auto tokenizer_path = model::resolve_path(
       o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
-  auto tok = model::load_tokenizer(tokenizer_path);
+  auto tok = tokenizers::load_tokenizer(tokenizer_path);
   if (!tok) return fail(message_of(tok.error()));
   model::runtime_options ro;
   ro.slots = 1;

@@ -12,7 +12,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/caf_error.hpp"
-#include "model/blas_kernels.hpp"
+#include "kernels/blas_kernels.hpp"
 #include "pipeline/message_types.hpp"
 
 namespace conveyor::app {
@@ -54,7 +54,7 @@ void configure_actor_system(caf::actor_system_config& cfg) {
 
 int main(int argc, char** argv) {
   using namespace conveyor::app;
-  conveyor::model::restart_with_fitting_blas(argv);
+  conveyor::kernels::restart_with_fitting_blas(argv);
   CLI::App app{"Conveyor: low-latency serving of causal language models (CAF actors + libtorch)"};
   app.require_subcommand(1);
   std::map<CLI::App*, command_fn> commands;

@@ -13,8 +13,8 @@
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
 #include "chat/template_source.hpp"
-#include "model/tokenizer.hpp"
-#include "model/tokenizer_config.hpp"
+#include "tokenizers/tokenizer.hpp"
+#include "tokenizers/tokenizer_config.hpp"
 #include "pipeline/message_types.hpp"
 #include "server/http_server.hpp"
 
@@ -36,8 +36,8 @@ int run_serve(const config_flags& flags) {
   // the BOS and EOS of tokenizer_config.json (else SentencePiece's "<s>" and "</s>"). A model
   // with neither gets chat refused with a 400 that says so.
   const auto tokenizer_path = tokenizer_file(*cfg);
-  auto tokenizer_settings = model::tokenizer_config_beside(tokenizer_path);
-  auto model_templates = model::chat_templates_beside(tokenizer_path);
+  auto tokenizer_settings = tokenizers::tokenizer_config_beside(tokenizer_path);
+  auto model_templates = tokenizers::chat_templates_beside(tokenizer_path);
   if (!tokenizer_settings || !model_templates) {
     const auto& err = !tokenizer_settings ? tokenizer_settings.error() : model_templates.error();
     std::fprintf(stderr, "conveyor serve: %s\n", message_of(err).c_str());

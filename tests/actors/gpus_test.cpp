@@ -8,7 +8,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "gpu/devices.hpp"

@@ -4,12 +4,12 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/metrics_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/message_types.hpp"
 
 using namespace conveyor;
@@ -67,7 +67,7 @@ TEST(sink_guard, a_result_whose_done_never_arrives_ends_the_request_once) {
   ASSERT_TRUE(port) << worker_sys.render(port.error());
   auto remote = server_sys.middleman().remote_actor<executor_actor>("127.0.0.1", *port);
   ASSERT_TRUE(remote) << server_sys.render(remote.error());
-  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
   ASSERT_TRUE(tok);
   auto metrics = spawn_metrics(server_sys, 0);
   auto tokenizers = spawn_tokenizer_pool(server_sys, 1, *tok, 512);

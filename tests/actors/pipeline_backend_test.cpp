@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
 
-#include "../model/temp_dir.hpp"
-#include "../model/test_support.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/model_files.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/metrics_actor.hpp"
@@ -20,7 +20,7 @@
 #include "actors/spawn.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "fake_executor.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 using namespace conveyor;
 using namespace std::chrono_literals;
@@ -84,7 +84,7 @@ class pipeline_backend_test : public ::testing::Test {
   }
 
   void SetUp() override {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok);
     handle.tokenizer = *tok;
     handle.metrics = spawn_metrics(sys, 0);
@@ -222,7 +222,7 @@ TEST_F(pipeline_backend_test, a_prompt_the_tokenizer_cannot_finish_fails_with_it
   std::ofstream{path} << R"({"model": {"type": "BPE", "vocab": {"a": 0, "!": 1}, "merges": []},
     "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+\\d"}, "behavior": "Isolated"},
     "decoder": {"type": "Fuse"}})";
-  auto tok = model::load_tokenizer(path);
+  auto tok = tokenizers::load_tokenizer(path);
   ASSERT_TRUE(tok) << message_of(tok.error());
   pipeline_handle unfinishable = handle;
   unfinishable.tokenizer = *tok;

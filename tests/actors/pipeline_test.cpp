@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/executor_actor.hpp"
@@ -19,7 +19,7 @@
 #include "actors/spawn.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/causal_lm.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
 using namespace conveyor;
@@ -147,7 +147,7 @@ class pipeline_test : public ::testing::Test {
   /// An executor core on stories260K with `slots` slots, reading time from `gate` when given.
   std::unique_ptr<pipeline::executor_core> make_core(const std::string& name, int32_t slots,
                                                      std::shared_ptr<clock_gate> gate = nullptr) {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     EXPECT_TRUE(tok) << message_of(tok.error());
     model::runtime_options opt;
     opt.slots = slots;
@@ -163,7 +163,7 @@ class pipeline_test : public ::testing::Test {
   /// `attach_executor`.
   void start_cores(std::vector<std::unique_ptr<pipeline::executor_core>> cores,
                    batcher_settings bs, bool attach = true) {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok) << message_of(tok.error());
     pipeline_handle h;
     h.metrics = spawn_metrics(sys, 0);
@@ -225,7 +225,7 @@ class pipeline_test : public ::testing::Test {
   // What each prompt gives alone, through the executor's scheduler as `conveyor generate` runs it.
   std::pair<std::string, std::vector<int32_t>> alone(const std::string& prompt,
                                                      int32_t max_tokens) {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     model::runtime_options opt;
     opt.slots = 1;
     auto m = model::load_model(test::stories_model(), opt);

@@ -11,7 +11,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "actors/batcher_actor.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/executor_actor.hpp"
@@ -21,7 +21,7 @@
 #include "actors/tokenizer_actor.hpp"
 #include "fake_executor.hpp"
 #include "model/causal_lm.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 using namespace conveyor;
 using namespace std::chrono_literals;
@@ -97,7 +97,7 @@ class scaleout_test : public ::testing::Test {
 };
 
 TEST_F(scaleout_test, a_lost_executor_s_unstreamed_requests_run_again_and_streamed_ones_fail) {
-  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
   ASSERT_TRUE(tok);
   auto metrics = spawn_metrics(sys, 0);
   auto tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
@@ -162,7 +162,7 @@ TEST_F(scaleout_test, an_executor_stopped_while_idle_logs_no_error_and_a_killed_
   // shutdown (info only); a killed one is lost (an error), even when it held nothing.
   auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
   spdlog::default_logger()->sinks().push_back(log);
-  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
   ASSERT_TRUE(tok);
   auto metrics = spawn_metrics(sys, 0);
   auto tokenizers = spawn_tokenizer_pool(sys, 1, *tok, 512);
@@ -219,7 +219,7 @@ TEST_F(scaleout_test, a_deadline_reaches_an_executor_on_another_clock_as_what_is
   // fast (one second per reading), so that no test waits for real time. A deadline sent as the
   // batcher's stamp would have passed there at once; sent as what is left (60 s) it holds for
   // 60 s of the executor's own clock, then expires there.
-  auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+  auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
   ASSERT_TRUE(tok);
   model::runtime_options opt;
   opt.slots = 2;

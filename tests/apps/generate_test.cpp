@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/blas_kernels.hpp"
+#include "kernels/blas_kernels.hpp"
 #include "tests/apps/conveyor_process.hpp"
 
 using namespace conveyor::app::test;
@@ -53,7 +53,7 @@ TEST(generate, a_bf16_kv_cache_prints_the_same_greedy_story) {
 
 // The program's OpenBLAS runs kernels that fit the processor: Debian 12's OpenBLAS falls back to
 // its SSE3 ("Prescott") kernels on a processor newer than it, several times slower, and
-// `conveyor` then starts again with OPENBLAS_CORETYPE set (model/blas_kernels.hpp). A type the
+// `conveyor` then starts again with OPENBLAS_CORETYPE set (kernels/blas_kernels.hpp). A type the
 // user sets is kept.
 TEST(generate, openblas_runs_kernels_that_fit_the_processor) {
   auto config_of = [](const std::string& err) {
@@ -64,7 +64,7 @@ TEST(generate, openblas_runs_kernels_that_fit_the_processor) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string config = config_of(r.err);
   if (config.empty()) GTEST_SKIP() << "not built with OpenBLAS: " << r.err;
-  const auto f = conveyor::model::processor_vector_features();
+  const auto f = conveyor::kernels::processor_vector_features();
   if (f.avx2_fma) {
     EXPECT_EQ(config.find(" Prescott "), std::string::npos) << config;
   }

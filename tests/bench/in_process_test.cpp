@@ -6,7 +6,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/spawn.hpp"
 #include "bench/in_process.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 using namespace conveyor;
 using namespace conveyor::bench;
@@ -75,7 +75,7 @@ TEST_P(bench_in_process, rejections_are_counted) {
   auto w = tiny_workload();
   for (auto& r : w) r.arrival_s = 0;
   config::pipeline cfg;
-  auto tokenizer = model::load_tokenizer(tokenizer_file(cfg));
+  auto tokenizer = tokenizers::load_tokenizer(tokenizer_file(cfg));
   ASSERT_TRUE(tokenizer) << message_of(tokenizer.error());
   auto& big = w[w.size() / 2];
   big.prompt = "Once upon a time";

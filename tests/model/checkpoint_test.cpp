@@ -6,7 +6,7 @@
 
 #include "model/causal_lm.hpp"
 #include "model/checkpoint.hpp"
-#include "test_support.hpp"
+#include "tests/support/model_files.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;

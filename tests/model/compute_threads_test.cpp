@@ -8,11 +8,12 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.hpp"
-#include "model/packed_matmul.hpp"
-#include "model/work_pool.hpp"
-#include "tests/model/test_support.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "kernels/work_pool.hpp"
+#include "tests/support/model_files.hpp"
 
 using namespace conveyor::model;
+using namespace conveyor::kernels;
 
 namespace {
 

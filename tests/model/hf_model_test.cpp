@@ -13,12 +13,13 @@
 #include "model/causal_lm.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
-#include "model/sampler.hpp"
-#include "temp_dir.hpp"
-#include "test_support.hpp"
+#include "sampling/sampler.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/model_files.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;
+using conveyor::sampling::argmax;
 using json = nlohmann::json;
 
 namespace {

@@ -11,12 +11,14 @@
 
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
-#include "model/packed_matmul.hpp"
-#include "model/sampler.hpp"
-#include "test_support.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "sampling/sampler.hpp"
+#include "tests/support/model_files.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;
+using namespace conveyor::kernels;
+using conveyor::sampling::argmax;
 
 namespace conveyor::model {
 // How GoogleTest names the network in a test's parameter.

@@ -13,8 +13,8 @@
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
 #include "model/safetensors.hpp"
-#include "temp_dir.hpp"
-#include "test_support.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/model_files.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "../model/temp_dir.hpp"
-#include "../model/test_support.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
 using namespace conveyor;
@@ -29,7 +29,7 @@ struct run_result {
 class executor_core_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok) << message_of(tok.error());
     tokenizer = *tok;
     expected = test::load_expected_run();
@@ -79,7 +79,7 @@ class executor_core_test : public ::testing::Test {
     }
   }
 
-  std::shared_ptr<const model::tokenizer> tokenizer;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer;
   test::expected_run expected;
   const std::string story_prompt = "Once upon a time";
 };

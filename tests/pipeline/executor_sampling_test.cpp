@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
 using namespace conveyor;
@@ -26,13 +26,13 @@ struct run_result {
 };
 
 // Greedy decoding of `prompt` for `n` tokens where `adjust(row, generated so far)` edits the
-// logits (in double) first: the reference, independent of model::logit_processor.
+// logits (in double) first: the reference, independent of sampling::logit_processor.
 using adjust_fn = std::function<void(std::vector<double>&, const std::vector<int32_t>&)>;
 
 class executor_sampling_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok) << message_of(tok.error());
     tokenizer = *tok;
     expected = test::load_expected_run();
@@ -93,7 +93,7 @@ class executor_sampling_test : public ::testing::Test {
     return generated;
   }
 
-  std::shared_ptr<const model::tokenizer> tokenizer;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer;
   test::expected_run expected;
   const std::string story_prompt = "Once upon a time";
 };
@@ -165,7 +165,7 @@ TEST_F(executor_sampling_test, stop_token_ids_end_with_stop_and_are_not_output) 
   EXPECT_EQ(got.result.completion_tokens, int32_t(at));
   std::string want_text;
   {
-    model::incremental_detokenizer d{tokenizer, r.prompt.back()};
+    tokenizers::incremental_detokenizer d{tokenizer, r.prompt.back()};
     for (auto i = 0; i < at; ++i) want_text += d.push(story[size_t(i)]);
     want_text += d.flush();
   }
@@ -239,7 +239,7 @@ TEST_F(executor_sampling_test, stop_strings_across_the_min_tokens_boundary_are_f
   // The text of each generated token, in the context of the tokens before it.
   std::vector<std::string> pieces;
   {
-    model::incremental_detokenizer d{tokenizer, tokenizer->encode(story_prompt, true)->back()};
+    tokenizers::incremental_detokenizer d{tokenizer, tokenizer->encode(story_prompt, true)->back()};
     for (size_t i = 0; i < 12; ++i) pieces.push_back(d.push(story_tokens[i]));
   }
   for (int32_t min_tokens : {4, 6, 9}) {

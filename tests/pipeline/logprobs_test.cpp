@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../model/test_support.hpp"
+#include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
 using namespace conveyor;
@@ -34,7 +34,7 @@ struct run_result {
 class logprobs_test : public ::testing::TestWithParam<model::llama_network> {
  protected:
   void SetUp() override {
-    auto tok = model::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
+    auto tok = tokenizers::load_tokenizer(test::source_path("models/stories260K/tok512.model"));
     ASSERT_TRUE(tok) << message_of(tok.error());
     tokenizer = *tok;
     std::ifstream in(test::source_path("tests/fixtures/logprobs/stories260K.json"));
@@ -163,7 +163,7 @@ class logprobs_test : public ::testing::TestWithParam<model::llama_network> {
     EXPECT_EQ(prompt_text, name);
   }
 
-  std::shared_ptr<const model::tokenizer> tokenizer;
+  std::shared_ptr<const tokenizers::tokenizer> tokenizer;
   json fixture;
 };
 
