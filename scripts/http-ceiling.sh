@@ -10,7 +10,7 @@
 #   CLIENTS=64 TOKENS=500 scripts/http-ceiling.sh   # a smoke run of a few seconds
 #
 # Settings (environment): BUILD (build; another build directory measures other code, e.g. the
-# code before issue 15), SERVER (the binary that serves; default: the build's conveyor, which is
+# code of an older commit), SERVER (the binary that serves; default: the build's conveyor, which is
 # always the client), CLIENTS (64), TOKENS (4000), PORT (a free one), THREADS (the server's
 # io_threads, 1), INTERVAL (the server's stream_interval; unset: the server's default),
 # JSON (a file for the bench's JSON results; default: a temporary one).

@@ -1,5 +1,5 @@
 """Runs the official `openai` Python package against a Conveyor server serving stories260K with
-the sampling fields of issue 14 (penalties, logit_bias, min_tokens, stop_token_ids, ignore_eos,
+the further sampling fields (penalties, logit_bias, min_tokens, stop_token_ids, ignore_eos,
 token-id prompts, /tokenize and /detokenize) and prints what it saw; the C++ test
 (tests/e2e/sampling_fields_test.cpp) checks it.
 
