@@ -2,8 +2,8 @@
 // library. Debian 12's OpenBLAS (0.3.21) picks its kernels as it loads, from the processor's
 // model number; a processor it does not know (Intel's Emerald Rapids, family 6 model 207, among
 // them) gets its Prescott (SSE3) kernels: a float32 product of 64 rows ran at about 30 GFLOP/s
-// instead of 150 to 158 with its AVX-512 kernels (docs/benchmarks.md,
-// section 8). The library reads OPENBLAS_CORETYPE once, as it loads, so a program can only fix
+// instead of 150 to 158 with its AVX-512 kernels.
+// The library reads OPENBLAS_CORETYPE once, as it loads, so a program can only fix
 // the choice by starting again with the variable set. Torch-free.
 #pragma once
 

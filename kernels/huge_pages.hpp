@@ -2,7 +2,7 @@
 // each, 2 MiB aligned and advised to the kernel as transparent huge pages (madvise
 // MADV_HUGEPAGE). With 4 KiB pages a 25 MB model spans 6,000 pages, more than the processor's TLB
 // covers; in huge pages the s15m step at batch 1 was 11 % faster, and the passes that follow an
-// idle gap read the weights back sooner (docs/benchmarks.md, section 8). Where
+// idle gap read the weights back sooner (docs/benchmarks.md). Where
 // the kernel's transparent huge pages are off ("never") the block is ordinary memory and works
 // the same.
 #pragma once

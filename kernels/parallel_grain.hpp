@@ -9,7 +9,7 @@ namespace conveyor::kernels {
 /// Multiply-adds (or elements) a piece of a loop must have before the loop is split across the
 /// compute pool (kernels/work_pool.hpp). Each split wakes workers and waits for their last piece;
 /// on a machine whose cores also run the server's I/O, the actors and perhaps the client, only
-/// loops worth tens of microseconds per piece are split (docs/benchmarks.md, section 8).
+/// loops worth tens of microseconds per piece are split (docs/benchmarks.md).
 inline constexpr int64_t min_work_per_thread = int64_t{1} << 19;
 
 /// The grain (items per task) for items of `cost` each.

@@ -6,7 +6,7 @@
 // client on the same machine; and its static split makes the whole loop wait for a worker the
 // kernel has descheduled. Here a worker that finds no loop within `spin` sleeps on a condition
 // variable, and the caller takes pieces like any worker, so a descheduled worker delays at most
-// the one piece it holds (docs/benchmarks.md, section 8).
+// the one piece it holds (docs/benchmarks.md).
 #pragma once
 
 #include <atomic>

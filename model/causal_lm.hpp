@@ -197,7 +197,7 @@ void set_compute_threads(int32_t threads);
 /// `cores`, or one when no weight product of a decode step of `shape` at `max_batch` sequences
 /// is large enough to wake a worker of the pool (`packed_matrix::wakes_pool`): for so small a
 /// model a second thread mostly polls for work, taking a core from the server's I/O and the
-/// client (docs/benchmarks.md, section 8).
+/// client (docs/benchmarks.md).
 int32_t auto_compute_threads(const llama_shape& shape, int32_t max_batch, int32_t cores);
 
 /// A line saying which BLAS library is loaded and how many threads it and torch use.

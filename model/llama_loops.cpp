@@ -76,7 +76,7 @@ class llama_loops final : public llama_base {
                                        int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs};
     const std::vector<int64_t> v_shape{s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs};
     // In huge pages too: a step's attention streams through the cache (5 % off the s15m step at
-    // batch 64, docs/benchmarks.md section 8).
+    // batch 64, docs/benchmarks.md).
     const size_t element = bf16_cache_ ? 2 : 4;
     const size_t k_bytes = size_t(k_shape[0] * k_shape[1]) * element;
     const size_t v_bytes = size_t(v_shape[0] * v_shape[1] * v_shape[2]) * element;
@@ -430,7 +430,7 @@ class llama_loops final : public llama_base {
   // A (row, kv head) task of attention costs about this many multiply-adds of a packed product
   // per position and query head element: each number of the cache it reads is used once, where a
   // product uses a weight for every row, and each position's score takes an exp. Chosen by
-  // measurement (docs/benchmarks.md, section 8): 8 to 32 give alike steps; 1, the multiply-adds
+  // measurement (docs/benchmarks.md): 8 to 32 give alike steps; 1, the multiply-adds
   // alone, kept attention on one thread where it was most of the step.
   static constexpr int64_t attention_cost = 16;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements behind docs/benchmarks.md section 8 (the speed goals), one at a time, with two
+# The measurements behind docs/benchmarks.md (the speed goals), one at a time, with two
 # builds side by side in the same run: BEFORE (the code before the change) and AFTER.
 #   scripts/bench-speed.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [REPEATS]
 # SECTIONS="2 3" runs only those of the numbered parts below (default: all).

@@ -40,7 +40,7 @@ void configure_local_actor_system(caf::actor_system_config& cfg) {
   // time for up to 500 attempts before it waits on a condition variable. With a message every
   // decode step (about a millisecond) it never reached the wait: each idle thread woke tens of
   // thousands of times a second, on the cores the model's loops run on. Without the moderate
-  // phase an idle thread spins briefly, then waits to be notified (docs/benchmarks.md, section 8).
+  // phase an idle thread spins briefly, then waits to be notified (docs/benchmarks.md).
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
 }
 
