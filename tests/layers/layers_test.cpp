@@ -139,7 +139,8 @@ TEST(layers, every_folder_with_sources_has_a_row_and_every_row_a_folder) {
     EXPECT_TRUE(listed.count(name)) << "folder " << name << "/ builds code but has no row";
   }
   for (const auto& name : listed)
-    EXPECT_TRUE(fs::is_directory(root / name)) << "the table lists " << name << "/, not in the tree";
+    EXPECT_TRUE(fs::is_directory(root / name))
+        << "the table lists " << name << "/, not in the tree";
 }
 
 TEST(layers, each_folder_includes_only_the_folders_its_row_lets_it_use) {
