@@ -36,12 +36,10 @@ std::vector<server::token_logprob> to_server(std::vector<token_logprob>& entries
 constexpr int32_t max_reruns = 2;
 
 /// One step's chunk as the server's step event.
-server::completion_step to_step(token_chunk& chunk, bool logprobs) {
+server::completion_step to_step(token_chunk& chunk) {
   server::completion_step step;
-  if (logprobs) {
-    step.prompt_logprobs = to_server(chunk.prompt_logprobs);
-    step.logprobs = to_server(chunk.logprobs);
-  }
+  step.prompt_logprobs = to_server(chunk.prompt_logprobs);
+  step.logprobs = to_server(chunk.logprobs);
   step.text = std::move(chunk.text);
   return step;
 }
@@ -62,7 +60,7 @@ server::completion_step to_step(request_result& r) {
   return step;
 }
 
-/// The bridge sink's state: its request's runs, the server's callbacks, where to send a run.
+/// The bridge sink's state: its request's runs, the server's events, where to send a run.
 struct bridge_state {
   static inline const char* name = "conveyor.bridge_sink";
   std::optional<pipeline::rerun_tracker> runs;
@@ -71,11 +69,10 @@ struct bridge_state {
   std::shared_ptr<std::atomic<request_id>> next_id;
 };
 
-/// A sink that forwards one request's output to the server's callbacks, then quits. Each
-/// message (one step's chunk, or the result) goes to the server as one `on_step` when the
-/// server takes steps whole, so that its events are posted and written together. A request
-/// lost before its first chunk runs again (`rerun_tracker`); cancels come through here so that
-/// they reach the run in progress.
+/// A sink that forwards one request's output to the server, then quits. Each message (one
+/// step's chunk, or the result) goes to the server as one `on_step`, so that its events are
+/// posted and written together. A request lost before its first chunk runs again
+/// (`rerun_tracker`); cancels come through here so that they reach the run in progress.
 request_sink_actor::behavior_type bridge_sink(
     request_sink_actor::stateful_pointer<bridge_state> self, generate_request request,
     server::completion_events events, pipeline_actor front,
@@ -89,19 +86,9 @@ request_sink_actor::behavior_type bridge_sink(
       [=](token_chunk& chunk) {
         auto& st = self->state;
         if (st.runs->on_chunk(chunk) != pipeline::rerun_verdict::deliver) return;
-        const auto& events = st.events;
-        if (events.on_step) {
-          auto step = to_step(chunk, bool(events.on_logprobs));
-          if (!step.text.empty() || !step.logprobs.empty() || !step.prompt_logprobs.empty())
-            events.on_step(std::move(step));
-          return;
-        }
-        if (events.on_logprobs) {
-          if (!chunk.prompt_logprobs.empty())
-            events.on_logprobs(to_server(chunk.prompt_logprobs), true);
-          if (!chunk.logprobs.empty()) events.on_logprobs(to_server(chunk.logprobs), false);
-        }
-        if (!chunk.text.empty()) events.on_text(std::move(chunk.text));
+        auto step = to_step(chunk);
+        if (!step.text.empty() || !step.logprobs.empty() || !step.prompt_logprobs.empty())
+          st.events.on_step(std::move(step));
       },
       [=](request_result& r) {
         auto& st = self->state;
@@ -121,16 +108,7 @@ request_sink_actor::behavior_type bridge_sink(
           case pipeline::rerun_verdict::deliver:
             break;
         }
-        const auto& events = st.events;
-        if (events.on_step) {
-          events.on_step(to_step(r));
-        } else {
-          if (!r.tail.empty()) events.on_text(std::move(r.tail));
-          if (r.how == outcome::finished)
-            events.on_finish(to_string(r.reason), {r.prompt_tokens, r.completion_tokens});
-          else
-            events.on_error(r.code, r.message);
-        }
+        st.events.on_step(to_step(r));
         self->quit();
       },
       [=](atom::cancel) {

@@ -1,5 +1,5 @@
 // The HTTP server's backend on the actor pipeline: each request gets a sink actor that turns
-// the pipeline's messages into the server's callbacks.
+// the pipeline's messages into the server's step events.
 #pragma once
 
 #include <atomic>

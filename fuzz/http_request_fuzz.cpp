@@ -36,17 +36,21 @@ class instant_backend : public completion_backend {
     };
     // Log-probabilities when asked for: the prompt's (echo) and the texts', with
     // an excluded alternative and the NaN of a prompt's first token.
+    completion_step first;
     if (req.prompt_logprobs)
-      events.on_logprobs({{"", std::numeric_limits<float>::quiet_NaN(), {}},
-                          {req.prompt.substr(0, 3), -1.0f, {{"x", -0.5f}}}},
-                         true);
+      first.prompt_logprobs = {{"", std::numeric_limits<float>::quiet_NaN(), {}},
+                               {req.prompt.substr(0, 3), -1.0f, {{"x", -0.5f}}}};
     if (req.logprobs >= 0)
-      events.on_logprobs({{"Once", -0.25f, {{"Once", -0.25f}, {"One", -1.5f}}},
-                          {" upon", -0.125f, {{" upon", -0.125f}, {"\xC3", -INFINITY}}}},
-                         false);
-    events.on_text("Once upon");
-    events.on_text(" a time" + std::string(req.prompt.size() % 3, '!'));
-    events.on_finish("length", completion_usage{int32_t(req.prompt.size()), 2});
+      first.logprobs = {{"Once", -0.25f, {{"Once", -0.25f}, {"One", -1.5f}}},
+                        {" upon", -0.125f, {{" upon", -0.125f}, {"\xC3", -INFINITY}}}};
+    first.text = "Once upon";
+    events.on_step(std::move(first));
+    completion_step last;
+    last.text = " a time" + std::string(req.prompt.size() % 3, '!');
+    last.end = completion_step::end_kind::finished;
+    last.finish_reason = "length";
+    last.usage = completion_usage{int32_t(req.prompt.size()), 2};
+    events.on_step(std::move(last));
     return std::make_shared<handle>();
   }
   std::string model_name() const override { return "stories260K"; }

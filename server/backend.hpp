@@ -1,5 +1,5 @@
 // The server's only view of Conveyor: an abstract completion backend that runs requests and
-// reports their text through callbacks. No CAF, torch or Asio types cross this line.
+// reports their output step by step. No CAF, torch or Asio types cross this line.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,7 @@ struct completion_request {
   std::optional<double> timeout_s;
   // -- log-probabilities and echo --
   /// Report each generated token's log-probability with this many alternatives (0..20), through
-  /// `completion_events::on_logprobs`; -1: none.
+  /// `completion_step::logprobs`; -1: none.
   int32_t logprobs = -1;
   /// Also report the prompt tokens' log-probabilities (the first has none: NaN).
   bool prompt_logprobs = false;
@@ -115,51 +115,39 @@ struct token_logprob {
   std::vector<top_logprob> top;
 };
 
-/// What one message of the pipeline (one step's output for one request, or its end) brings at
-/// once, in the order the single callbacks would report it: the prompt's log-probabilities, the
-/// tokens' log-probabilities, the text, then the end (finish or error).
+/// What the backend reports of one request at once: one message of the pipeline (one step's
+/// output, or the request's end). Its parts count in this order: the prompt's log-probabilities,
+/// the tokens' log-probabilities, the text, then the end.
 struct completion_step {
-  /// As `on_logprobs(..., true)`, when not empty.
+  /// The prompt tokens' log-probabilities, for a request that asked for them (`prompt_logprobs`):
+  /// once, in a step before (or with) the first token's. Empty otherwise.
   std::vector<token_logprob> prompt_logprobs;
-  /// As `on_logprobs(..., false)`, when not empty.
+  /// The log-probabilities of the tokens of `text` (with an end token that adds no text, its
+  /// own), for a request that asked for them (`logprobs` >= 0). Empty otherwise.
   std::vector<token_logprob> logprobs;
-  /// As `on_text`, when not empty.
+  /// New text: already filtered for stop strings and cut at UTF-8 boundaries; may be empty.
   std::string text;
   /// How the step ends the request, if it does.
   enum class end_kind : uint8_t { none, finished, failed } end = end_kind::none;
-  /// For `finished`: as `on_finish`.
+  /// For `finished`: "stop" (EOS or a stop string) or "length".
   std::string finish_reason;
-  /// For `finished`: as `on_finish`.
+  /// For `finished`: the request's token counts.
   completion_usage usage;
-  /// For `failed`: as `on_error`.
+  /// For `failed`: why the request failed or was cancelled.
   conveyor::ec code{};
-  /// For `failed`: as `on_error`.
+  /// For `failed`: what went wrong, for humans.
   std::string message;
 };
 
-/// The callbacks of one request. The backend calls them from any thread, one at a time and in
-/// order, and calls exactly one of `on_finish` or `on_error` exactly once, last; it may do so
-/// from inside `submit` (e.g. a full queue). The callbacks never block and never call back into
-/// the backend: they post onto the connection's strand and return. They stay safe to call after
-/// the client or the whole server went away (they then do nothing).
+/// Where the backend reports one request. The backend calls `on_step` from any thread, one call
+/// at a time and in order; exactly one step ends the request (`end` finished or failed), and it
+/// is the last. It may come from inside `submit` (e.g. a full queue). The server handles each
+/// step as one event (one post onto the connection's strand, the step's stream events written
+/// together). `on_step` never blocks and never calls back into the backend: it posts onto the
+/// connection's strand and returns. It stays safe to call after the client or the whole server
+/// went away (it then does nothing).
 struct completion_events {
-  /// New text of one step: already filtered for stop strings and cut at UTF-8 boundaries.
-  std::function<void(std::string text)> on_text;
-  /// The request finished; `finish_reason` is "stop" (EOS or a stop string) or "length".
-  std::function<void(std::string finish_reason, completion_usage usage)> on_finish;
-  /// The request failed or was cancelled; `message` is for humans.
-  std::function<void(conveyor::ec code, std::string message)> on_error;
-  // -- log-probabilities --
-  /// Log-probabilities of tokens, for requests that asked for them (backends that never report
-  /// any may leave it unset; callers check). With `prompt` true: the prompt's tokens, once,
-  /// before any other event. Otherwise: the tokens of the next `on_text` (or of `on_finish`),
-  /// called before it; a last one for an end token that adds no text.
-  std::function<void(std::vector<token_logprob> entries, bool prompt)> on_logprobs;
-  // -- one step at once --
-  /// Optional: everything of one step in one call, which the server handles as one event (one
-  /// post onto the connection's strand, the step's stream events written together). A backend
-  /// that has a step's output at once calls it when set instead of the single callbacks above;
-  /// the same rules hold (in order, one end exactly once, last).
+  /// One step of the request.
   std::function<void(completion_step step)> on_step;
 };
 
@@ -170,7 +158,7 @@ class request_handle {
 
   /// Asks the backend to stop the request (the client went away, the server is shutting down
   /// or another choice of the same HTTP request failed). Idempotent, thread-safe, never blocks.
-  /// The backend still ends the request with `on_finish` or `on_error` (usually
+  /// The backend still ends the request with its last step (usually failed with
   /// `ec::cancelled`), which the server then ignores.
   virtual void cancel() = 0;
 };

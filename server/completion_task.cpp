@@ -66,19 +66,6 @@ void close_event(std::string& sse) {
   sse += "\n\n";
 }
 
-// Splits what `sse` holds back into payloads (the overloads for tests).
-task_output with_payloads(task_output out, const std::string& sse) {
-  std::size_t pos = 0;
-  while (pos < sse.size()) {
-    auto end = sse.find("\n\n", pos);
-    if (end == std::string::npos) end = sse.size();
-    // Each event is "data: " + payload; payloads (JSON) never hold a raw newline.
-    out.events.push_back(sse.substr(pos + 6, end - pos - 6));
-    pos = end + 2;
-  }
-  return out;
-}
-
 }  // namespace
 
 void completion_task::open_choice_event(std::size_t index, task_output& out, std::string& sse) {
@@ -117,8 +104,8 @@ const logprobs_part* completion_task::pending(std::size_t index) const {
   return choices_[index].logprobs ? &choices_[index].part : nullptr;
 }
 
-task_output completion_task::on_logprobs(std::size_t index, std::vector<token_logprob> entries,
-                                         bool prompt, std::string& sse) {
+task_output completion_task::add_logprobs(std::size_t index, std::vector<token_logprob> entries,
+                                          bool prompt, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   auto& choice = choices_[index];
@@ -145,7 +132,7 @@ task_output completion_task::on_logprobs(std::size_t index, std::vector<token_lo
   return out;
 }
 
-task_output completion_task::on_text(std::size_t index, std::string_view text, std::string& sse) {
+task_output completion_task::add_text(std::size_t index, std::string_view text, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   add_echo(index, out, sse);
@@ -165,8 +152,8 @@ task_output completion_task::on_text(std::size_t index, std::string_view text, s
   return out;
 }
 
-task_output completion_task::on_finish(std::size_t index, std::string finish_reason,
-                                       completion_usage usage, std::string& sse) {
+task_output completion_task::finish_choice(std::size_t index, std::string finish_reason,
+                                           completion_usage usage, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   auto& choice = choices_[index];
@@ -208,27 +195,33 @@ task_output completion_task::on_finish(std::size_t index, std::string finish_rea
   return out;
 }
 
-task_output completion_task::on_text(std::size_t index, std::string_view text) {
-  std::string sse;
-  return with_payloads(on_text(index, text, sse), sse);
-}
-
-task_output completion_task::on_logprobs(std::size_t index, std::vector<token_logprob> entries,
-                                         bool prompt) {
-  std::string sse;
-  return with_payloads(on_logprobs(index, std::move(entries), prompt, sse), sse);
-}
-
-task_output completion_task::on_finish(std::size_t index, std::string finish_reason,
-                                       completion_usage usage) {
-  std::string sse;
-  return with_payloads(on_finish(index, std::move(finish_reason), usage, sse), sse);
-}
-
-void completion_task::on_error(std::size_t index) {
-  if (!accepts(index)) return;
-  choices_[index].done = true;
-  choices_[index].handle.reset();
+task_output completion_task::on_step(std::size_t index, completion_step step, std::string& sse) {
+  task_output out;  // the events of the parts before the end
+  if (!accepts(index)) return out;
+  auto add = [&out](const task_output& part) {
+    out.event_count += part.event_count;
+    out.opens_choice = out.opens_choice || part.opens_choice;
+  };
+  if (!step.prompt_logprobs.empty())
+    add(add_logprobs(index, std::move(step.prompt_logprobs), true, sse));
+  if (!step.logprobs.empty()) add(add_logprobs(index, std::move(step.logprobs), false, sse));
+  if (!step.text.empty()) add(add_text(index, step.text, sse));
+  switch (step.end) {
+    case completion_step::end_kind::none:
+      break;
+    case completion_step::end_kind::finished: {
+      auto last = finish_choice(index, std::move(step.finish_reason), step.usage, sse);
+      last.event_count += out.event_count;
+      last.opens_choice = last.opens_choice || out.opens_choice;
+      return last;
+    }
+    case completion_step::end_kind::failed:
+      choices_[index].done = true;
+      choices_[index].handle.reset();
+      out.failure = task_failure{step.code, std::move(step.message)};
+      break;
+  }
+  return out;
 }
 
 void completion_task::cancel() {

@@ -17,19 +17,26 @@
 
 namespace conveyor::server::detail {
 
-/// What the client gets after one backend event.
+/// Why a step failed its choice (and with it the whole task).
+struct task_failure {
+  /// The backend's code.
+  ec code{};
+  /// The backend's message, for humans.
+  std::string message;
+};
+
+/// What the client gets after one backend step.
 struct task_output {
-  /// Server-sent event payloads, in order: JSON objects, and "[DONE]" last. Only the overloads
-  /// without an `sse` buffer fill it (tests); the others write the events into that buffer.
-  std::vector<std::string> events;
-  /// Events written into the `sse` buffer.
+  /// Server-sent events written into the `sse` buffer.
   std::size_t event_count = 0;
   /// The events include their choice's first stream event (its time to first token).
   bool opens_choice = false;
-  /// The task is over: a stream ends after `events`, a plain answer is `body`.
+  /// The task is over: a stream ends after its events, a plain answer is `body`.
   bool finished = false;
   /// The whole JSON answer of a plain (not streamed) completion, once finished.
   std::string body;
+  /// The step failed its choice: the task fails with this, after the events written before it.
+  std::optional<task_failure> failure;
 };
 
 /// One completion (or chat completion) request with its choices. Plain state: the connection
@@ -63,36 +70,28 @@ class completion_task {
   /// Whether an event of choice `index` still matters (it exists and has not ended).
   bool accepts(std::size_t index) const;
 
-  /// New text of choice `index`: a chunk when streaming (after a chat choice's role chunk),
-  /// else kept for the whole answer. Stream events are appended to `sse` as they go on the
-  /// wire ("data: <payload>\n\n" each), rendered there directly.
-  task_output on_text(std::size_t index, std::string_view text, std::string& sse);
-
-  /// Log-probabilities of choice `index`: the prompt's (`prompt`; with echo, a stream
-  /// sends the echoed prompt with them at once) or those of the tokens of the next text, which a
-  /// stream sends with it. Events go to `sse` as with `on_text`.
-  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt,
-                          std::string& sse);
-
-  /// Choice `index` finished: its last chunk when streaming; once every choice finished, the
-  /// usage chunk (when asked for) and "[DONE]", or the whole answer. Events go to `sse`.
-  task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage,
-                        std::string& sse);
-
-  /// As above, with the events returned as payloads in `task_output::events`.
-  task_output on_text(std::size_t index, std::string_view text);
-  /// As above, with the events returned as payloads in `task_output::events`.
-  task_output on_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt);
-  /// As above, with the events returned as payloads in `task_output::events`.
-  task_output on_finish(std::size_t index, std::string finish_reason, completion_usage usage);
-
-  /// Choice `index` ended with an error (the connection then fails the task).
-  void on_error(std::size_t index);
+  /// One backend step of choice `index`, its parts in order: the prompt's log-probabilities
+  /// (with echo, a stream sends the echoed prompt with them at once), the log-probabilities of
+  /// the step's tokens (a stream sends them with the step's text or, for an end token, with the
+  /// choice's last chunk), the text (a chunk when streaming, after a chat choice's role chunk;
+  /// else kept for the whole answer), then the end. A finished choice sends its last chunk; once
+  /// every choice finished, the usage chunk (when asked for) and "[DONE]", or the whole answer.
+  /// A failed one ends the choice and reports `failure` (the connection then fails the task).
+  /// Stream events are appended to `sse` as they go on the wire ("data: <payload>\n\n" each),
+  /// rendered there directly. A step of a choice that ended is ignored.
+  task_output on_step(std::size_t index, completion_step step, std::string& sse);
 
   /// Asks the backend to stop every choice still running and forgets them. Idempotent.
   void cancel();
 
  private:
+  // The parts of a step (see `on_step`); each appends its stream events to `sse`.
+  task_output add_logprobs(std::size_t index, std::vector<token_logprob> entries, bool prompt,
+                           std::string& sse);
+  task_output add_text(std::size_t index, std::string_view text, std::string& sse);
+  task_output finish_choice(std::size_t index, std::string finish_reason, completion_usage usage,
+                            std::string& sse);
+
   struct choice_state {
     // The backend's grip on it; reset once it ended.
     std::shared_ptr<request_handle> handle;

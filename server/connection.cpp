@@ -117,63 +117,18 @@ class http_connection final : public connection,
 
   // -- backend events (on the strand) ------------------------------------------------------------
 
-  // Stream events are rendered straight into the writer's stream buffer; one backend event
-  // (a whole step with on_step) is written with one flush.
-
-  void on_text(uint64_t serial, std::size_t index, std::string text) {
-    if (auto* task = live_task(serial, index))
-      deliver(task->on_text(index, text, writer_.stream_buffer()));
-  }
-
-  void on_logprobs(uint64_t serial, std::size_t index, std::vector<token_logprob> entries,
-                   bool prompt) {
-    if (auto* task = live_task(serial, index))
-      deliver(task->on_logprobs(index, std::move(entries), prompt, writer_.stream_buffer()));
-  }
-
-  void on_finish(uint64_t serial, std::size_t index, std::string finish_reason,
-                 completion_usage usage) {
-    if (auto* task = live_task(serial, index))
-      deliver(task->on_finish(index, std::move(finish_reason), usage, writer_.stream_buffer()));
-  }
-
-  // One step of one choice: its events in the order of the single callbacks, written together.
+  // One step of one choice: its stream events are rendered straight into the writer's stream
+  // buffer and written with one flush.
   void on_step(uint64_t serial, std::size_t index, completion_step step) {
     auto* task = live_task(serial, index);
     if (!task) return;
-    auto& sse = writer_.stream_buffer();
-    task_output parts;  // the events before the last part's
-    auto add = [&parts](const task_output& part) {
-      parts.event_count += part.event_count;
-      parts.opens_choice = parts.opens_choice || part.opens_choice;
-    };
-    if (!step.prompt_logprobs.empty())
-      add(task->on_logprobs(index, std::move(step.prompt_logprobs), true, sse));
-    if (!step.logprobs.empty()) add(task->on_logprobs(index, std::move(step.logprobs), false, sse));
-    if (!step.text.empty()) add(task->on_text(index, step.text, sse));
-    task_output last;
-    switch (step.end) {
-      case completion_step::end_kind::none:
-        break;
-      case completion_step::end_kind::finished:
-        last = task->on_finish(index, std::move(step.finish_reason), step.usage, sse);
-        break;
-      case completion_step::end_kind::failed:
-        if (!queue_events(parts.event_count)) return;
-        task->on_error(index);
-        fail_task(step.code, step.message);
-        return;
+    auto out = task->on_step(index, std::move(step), writer_.stream_buffer());
+    if (out.failure) {
+      if (!queue_events(out.event_count)) return;
+      fail_task(out.failure->code, out.failure->message);
+      return;
     }
-    last.event_count += parts.event_count;
-    last.opens_choice = last.opens_choice || parts.opens_choice;
-    deliver(std::move(last));
-  }
-
-  void on_error(uint64_t serial, std::size_t index, ec code, std::string message) {
-    auto* task = live_task(serial, index);
-    if (!task) return;
-    task->on_error(index);
-    fail_task(code, message);
+    deliver(std::move(out));
   }
 
   void on_metrics(uint64_t serial, std::string text) {
@@ -436,28 +391,6 @@ class http_connection final : public connection,
 
   completion_events make_events(uint64_t serial, std::size_t index) {
     completion_events events;
-    events.on_text = [post = poster(), serial, index](std::string text) {
-      post([serial, index, text = std::move(text)](http_connection& c) mutable {
-        c.on_text(serial, index, std::move(text));
-      });
-    };
-    events.on_finish = [post = poster(), serial, index](std::string reason,
-                                                        completion_usage usage) {
-      post([serial, index, reason = std::move(reason), usage](http_connection& c) mutable {
-        c.on_finish(serial, index, std::move(reason), usage);
-      });
-    };
-    events.on_error = [post = poster(), serial, index](ec code, std::string message) {
-      post([serial, index, code, message = std::move(message)](http_connection& c) mutable {
-        c.on_error(serial, index, code, std::move(message));
-      });
-    };
-    events.on_logprobs = [post = poster(), serial, index](std::vector<token_logprob> entries,
-                                                          bool prompt) {
-      post([serial, index, entries = std::move(entries), prompt](http_connection& c) mutable {
-        c.on_logprobs(serial, index, std::move(entries), prompt);
-      });
-    };
     events.on_step = [post = poster(), serial, index](completion_step step) {
       post([serial, index, step = std::move(step)](http_connection& c) mutable {
         c.on_step(serial, index, std::move(step));

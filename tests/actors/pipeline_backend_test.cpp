@@ -27,24 +27,25 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// What the server heard of one request, from the backend's callbacks (any thread).
+/// What the server heard of one request, from the backend's steps (any thread).
 class heard {
  public:
   server::completion_events events() {
     server::completion_events e;
-    e.on_text = [this](std::string text) {
+    e.on_step = [this](server::completion_step step) {
       std::lock_guard<std::mutex> lock(mutex_);
-      text_ += text;
-    };
-    e.on_finish = [this](std::string reason, server::completion_usage usage) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ends_.push_back("finished " + reason);
-      completion_tokens_ = usage.completion_tokens;
-      changed_.notify_all();
-    };
-    e.on_error = [this](ec code, std::string message) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ends_.push_back(std::string{"error "} + to_string(code) + ": " + message);
+      text_ += step.text;
+      switch (step.end) {
+        case server::completion_step::end_kind::none:
+          return;
+        case server::completion_step::end_kind::finished:
+          ends_.push_back("finished " + step.finish_reason);
+          completion_tokens_ = step.usage.completion_tokens;
+          break;
+        case server::completion_step::end_kind::failed:
+          ends_.push_back(std::string{"error "} + to_string(step.code) + ": " + step.message);
+          break;
+      }
       changed_.notify_all();
     };
     return e;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "task_steps.hpp"
+
 #include "server/completion_task.hpp"
 #include "server/openai.hpp"
 
@@ -161,11 +163,11 @@ TEST(server_chunk_writer, a_tasks_stream_events_are_byte_for_byte_the_json_objec
     detail::completion_task task{1, meta, true, false, 1};
     for (const auto& text : tricky_texts()) {
       if (text.empty()) continue;  // empty text sends nothing
-      auto out = task.on_text(0, text);
+      auto out = test::send_text(task, 0, text);
       ASSERT_FALSE(out.events.empty());
       expect_same(out.events.back(), reference_chunk(meta, 0, text, std::nullopt), text);
     }
-    auto end = task.on_finish(0, "length", {3, 4});
+    auto end = test::send_finish(task, 0, "length", {3, 4});
     ASSERT_EQ(end.events.size(), 2u);
     expect_same(end.events[0], reference_chunk(meta, 0, "", std::string{"length"}), "finish");
     EXPECT_EQ(end.events[1], "[DONE]");

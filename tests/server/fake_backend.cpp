@@ -65,8 +65,11 @@ std::shared_ptr<request_handle> fake_backend::submit(completion_request req,
     s = settings_;
   }
   if (s.fail_at_submit) {
-    j->events.on_error(*s.fail_at_submit,
-                       std::string{"fake failure: "} + to_string(*s.fail_at_submit));
+    completion_step step;
+    step.end = completion_step::end_kind::failed;
+    step.code = *s.fail_at_submit;
+    step.message = std::string{"fake failure: "} + to_string(*s.fail_at_submit);
+    j->events.on_step(std::move(step));
     return j;
   }
   std::lock_guard<std::mutex> lock{mutex_};
@@ -92,19 +95,26 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     }
     return !ended();
   };
-  // With whole_steps, text is gathered into steps and an end rides on the step it ends.
-  const bool steps = s.whole_steps && j->events.on_step;
+  // One token per step and the end alone; with whole_steps, tokens_per_step tokens per step
+  // and the end on the step it ends.
+  const int32_t per_step = s.whole_steps ? s.tokens_per_step : 1;
   completion_step step;
   int32_t in_step = 0;
+  auto send_text = [&] {
+    j->events.on_step(std::move(step));
+    tokens_sent_ += in_step;
+    step = completion_step{};
+    in_step = 0;
+  };
+  auto end = [&] {
+    if (!s.whole_steps && in_step > 0) send_text();
+    j->events.on_step(std::move(step));
+  };
   auto fail = [&](ec code, std::string message) {
-    if (!steps) {
-      j->events.on_error(code, std::move(message));
-      return;
-    }
     step.end = completion_step::end_kind::failed;
     step.code = code;
     step.message = std::move(message);
-    j->events.on_step(std::move(step));
+    end();
   };
   if (s.fail_prompt && j->req.prompt == *s.fail_prompt) {
     wait_or_cancel(s.token_delay);
@@ -123,18 +133,8 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     }
     const auto& w = words[static_cast<std::size_t>(i) % words.size()];
     usage.completion_tokens += 1;
-    if (!steps) {
-      j->events.on_text(i == 0 ? w : " " + w);
-      tokens_sent_ += 1;
-      continue;
-    }
     step.text += i == 0 ? w : " " + w;
-    if (++in_step >= s.tokens_per_step) {
-      j->events.on_step(std::move(step));
-      tokens_sent_ += in_step;
-      step = completion_step{};
-      in_step = 0;
-    }
+    if (++in_step >= per_step) send_text();
   }
   if (s.hang) {
     std::unique_lock<std::mutex> lock{mutex_};
@@ -144,15 +144,10 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     return;
   }
   finished_ += 1;
-  const char* reason = usage.completion_tokens < j->req.max_tokens ? "stop" : "length";
-  if (!steps) {
-    j->events.on_finish(reason, usage);
-    return;
-  }
   step.end = completion_step::end_kind::finished;
-  step.finish_reason = reason;
+  step.finish_reason = usage.completion_tokens < j->req.max_tokens ? "stop" : "length";
   step.usage = usage;
-  j->events.on_step(std::move(step));
+  end();
 }
 
 void fake_backend::collect_metrics(std::function<void(std::string)> reply) {
@@ -182,8 +177,14 @@ void fake_backend::release_held() {
     held.swap(held_);
   }
   for (auto& j : held) {
-    j->events.on_text("late");
-    j->events.on_finish("stop", completion_usage{1, 1});
+    completion_step text;
+    text.text = "late";
+    j->events.on_step(std::move(text));
+    completion_step end;
+    end.end = completion_step::end_kind::finished;
+    end.finish_reason = "stop";
+    end.usage = completion_usage{1, 1};
+    j->events.on_step(std::move(end));
   }
 }
 

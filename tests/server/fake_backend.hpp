@@ -48,10 +48,11 @@ class fake_backend final : public completion_backend {
     bool hold = false;
     /// Each token waits until the test allows it (`allow_tokens`) instead of `token_delay`.
     bool paced = false;
-    /// Deliver through `on_step` (the server's whole-step event): `tokens_per_step` tokens per
-    /// call, the last call also carrying the finish (or an error) as the pipeline's sink does.
+    /// Steps as the pipeline's sink sends them: `tokens_per_step` tokens per step, the last step
+    /// also carrying the finish (or an error). Otherwise each token is a step of its own and the
+    /// end comes alone.
     bool whole_steps = false;
-    /// Tokens per `on_step` call with `whole_steps`.
+    /// Tokens per step with `whole_steps`.
     int32_t tokens_per_step = 1;
     /// The backend's part of /metrics.
     std::string metrics = "# TYPE fake_requests_total counter\nfake_requests_total 7\n";
@@ -78,14 +79,14 @@ class fake_backend final : public completion_backend {
   int submitted() const { return submitted_; }
   /// Requests whose handle got `cancel()`.
   int cancelled() const { return cancelled_; }
-  /// Requests that ended on their own with on_finish.
+  /// Requests that ended on their own (finished).
   int finished() const { return finished_; }
-  /// Tokens handed to the server (their on_text or on_step call returned).
+  /// Tokens handed to the server (their step's `on_step` call returned).
   int tokens_sent() const { return tokens_sent_; }
   /// Copies of every submitted request.
   std::vector<completion_request> requests() const;
 
-  /// Runs the held events of every held request: one token, then on_finish.
+  /// Runs the held events of every held request: a step with one token, then the finish.
   void release_held();
 
   /// Lets `n` more tokens through, over all requests of the `paced` setting.

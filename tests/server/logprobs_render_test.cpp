@@ -10,6 +10,7 @@
 
 #include "server/completion_task.hpp"
 #include "server/openai.hpp"
+#include "task_steps.hpp"
 
 namespace conveyor::server::test {
 namespace {
@@ -91,11 +92,11 @@ TEST(server_logprobs, completion_with_echo_whole) {
   completion_task task{1, meta(api_kind::completions), false, false, 1};
   task.submit(backend, {parsed(R"({"prompt": "Hi é", "logprobs": 1, "echo": true})")},
               [](std::size_t) { return completion_events{}; });
-  EXPECT_TRUE(task.on_logprobs(0, prompt_entries(), true).events.empty());
-  task.on_logprobs(0, completion_entries(), false);
-  task.on_text(0, " ok");
-  task.on_logprobs(0, end_entry(), false);
-  auto out = task.on_finish(0, "stop", {3, 1});
+  EXPECT_TRUE(send_logprobs(task, 0, prompt_entries(), true).events.empty());
+  send_logprobs(task, 0, completion_entries(), false);
+  send_text(task, 0, " ok");
+  send_logprobs(task, 0, end_entry(), false);
+  auto out = send_finish(task, 0, "stop", {3, 1});
   ASSERT_TRUE(out.finished);
   const auto choice = json::parse(out.body)["choices"][0];
   EXPECT_EQ(choice["text"], "Hi é ok");
@@ -114,23 +115,23 @@ TEST(server_logprobs, completion_with_echo_streamed) {
   task.submit(backend, {parsed(R"({"prompt": "Hi é", "logprobs": 0, "echo": true})")},
               [](std::size_t) { return completion_events{}; });
   // The echoed prompt is the first chunk, with its tokens' log-probabilities.
-  auto first = task.on_logprobs(0, prompt_entries(), true);
+  auto first = send_logprobs(task, 0, prompt_entries(), true);
   ASSERT_EQ(first.events.size(), 1u);
   auto c0 = json::parse(first.events[0])["choices"][0];
   EXPECT_EQ(c0["text"], "Hi é");
   EXPECT_EQ(c0["logprobs"]["tokens"], json::parse(R"(["", "Hi", " é"])"));
   EXPECT_EQ(c0["logprobs"]["text_offset"], json::parse("[0, 0, 2]"));
   // A chunk's log-probabilities go with its text.
-  EXPECT_TRUE(task.on_logprobs(0, completion_entries(), false).events.empty());
-  auto second = task.on_text(0, " ok");
+  EXPECT_TRUE(send_logprobs(task, 0, completion_entries(), false).events.empty());
+  auto second = send_text(task, 0, " ok");
   ASSERT_EQ(second.events.size(), 1u);
   auto c1 = json::parse(second.events[0])["choices"][0];
   EXPECT_EQ(c1["text"], " ok");
   EXPECT_EQ(c1["logprobs"], json::parse(R"({"tokens": [" ok"], "token_logprobs": [-0.5],
     "top_logprobs": [{" ok": -0.5, "!": -3.0}], "text_offset": [4]})"));
   // The end token's comes with the last chunk.
-  task.on_logprobs(0, end_entry(), false);
-  auto last = task.on_finish(0, "stop", {3, 1});
+  send_logprobs(task, 0, end_entry(), false);
+  auto last = send_finish(task, 0, "stop", {3, 1});
   ASSERT_EQ(last.events.size(), 2u);
   auto c2 = json::parse(last.events[0])["choices"][0];
   EXPECT_EQ(c2["finish_reason"], "stop");
@@ -145,7 +146,7 @@ TEST(server_logprobs, echo_without_logprobs_and_max_tokens_zero) {
   task.submit(backend, {parsed(R"({"prompt": "Hi", "echo": true, "max_tokens": 0})")},
               [](std::size_t) { return completion_events{}; });
   EXPECT_EQ(backend.submitted.at(0).max_tokens, 0);
-  auto out = task.on_finish(0, "length", {2, 0});
+  auto out = send_finish(task, 0, "length", {2, 0});
   const auto choice = json::parse(out.body)["choices"][0];
   EXPECT_EQ(choice["text"], "Hi");
   EXPECT_TRUE(choice["logprobs"].is_null());
@@ -158,9 +159,9 @@ TEST(server_logprobs, chat_content_whole_and_streamed) {
     completion_request req;
     req.logprobs = 2;
     task.submit(backend, {req}, [](std::size_t) { return completion_events{}; });
-    task.on_logprobs(0, completion_entries(), false);
-    auto text = task.on_text(0, " ok");
-    auto out = task.on_finish(0, "length", {3, 1});
+    send_logprobs(task, 0, completion_entries(), false);
+    auto text = send_text(task, 0, " ok");
+    auto out = send_finish(task, 0, "length", {3, 1});
     const auto expected = json::parse(R"({"content": [{"token": " ok", "logprob": -0.5,
       "bytes": [32, 111, 107], "top_logprobs": [
         {"token": " ok", "logprob": -0.5, "bytes": [32, 111, 107]},
