@@ -64,6 +64,15 @@ void append_finish_reason(std::string& out, std::optional<std::string_view> fini
     out += "null";
 }
 
+// `,"logprobs":...`: the chunk's tokens' log-probabilities, null when there are none.
+void append_logprobs(std::string& out, api_kind kind, const logprobs_part* logprobs) {
+  out += ",\"logprobs\":";
+  if (logprobs && !logprobs->tokens.empty())
+    out += render_logprobs(kind, *logprobs);
+  else
+    out += "null";
+}
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view text) {
@@ -134,21 +143,15 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-std::string render_chunk_tail(const completion_meta& meta) {
-  std::string tail;
-  append_meta_tail(tail, meta);
-  return tail;
+chunk_writer::chunk_writer(const completion_meta& meta) : kind_(meta.kind) {
+  append_meta_tail(tail_, meta);
 }
 
-void append_plain_chunk(std::string& out, const completion_meta& meta, std::size_t index,
-                        std::string_view text, std::optional<std::string_view> finish_reason) {
-  append_plain_chunk(out, meta.kind, render_chunk_tail(meta), index, text, finish_reason);
-}
-
-void append_plain_chunk(std::string& out, api_kind kind, std::string_view tail, std::size_t index,
-                        std::string_view text, std::optional<std::string_view> finish_reason) {
+void chunk_writer::append_chunk(std::string& out, std::size_t index, std::string_view text,
+                                std::optional<std::string_view> finish_reason,
+                                const logprobs_part* logprobs) const {
   out += "{\"choices\":[{";
-  if (kind == api_kind::chat_completions) {
+  if (kind_ == api_kind::chat_completions) {
     if (text.empty() && finish_reason) {
       out += "\"delta\":{},";
     } else {
@@ -159,30 +162,31 @@ void append_plain_chunk(std::string& out, api_kind kind, std::string_view tail, 
     append_finish_reason(out, finish_reason);
     out += ",\"index\":";
     append_integer(out, index);
-    out += ",\"logprobs\":null}]";
+    append_logprobs(out, kind_, logprobs);
+    out += "}]";
   } else {
     append_finish_reason(out, finish_reason);
     out += ",\"index\":";
     append_integer(out, index);
-    out += ",\"logprobs\":null,\"text\":";
+    append_logprobs(out, kind_, logprobs);
+    out += ",\"text\":";
     append_json_string(out, text);
     out += "}]";
   }
-  out += tail;
+  out += tail_;
 }
 
-void append_role_chunk(std::string& out, const completion_meta& meta, std::size_t index) {
+void chunk_writer::append_role_chunk(std::string& out, std::size_t index) const {
   out += "{\"choices\":[{\"delta\":{\"content\":\"\",\"role\":\"assistant\"},"
          "\"finish_reason\":null,\"index\":";
   append_integer(out, index);
   out += ",\"logprobs\":null}]";
-  append_meta_tail(out, meta);
+  out += tail_;
 }
 
-void append_usage_chunk(std::string& out, const completion_meta& meta, completion_usage usage) {
+void chunk_writer::append_usage_chunk(std::string& out, completion_usage usage) const {
   out += "{\"choices\":[]";
-  append_meta_tail(out, meta);
-  out.pop_back();  // the tail's closing brace: the usage follows
+  out.append(tail_, 0, tail_.size() - 1);  // without the closing brace: the usage follows
   out += ",\"usage\":{\"completion_tokens\":";
   append_integer(out, usage.completion_tokens);
   out += ",\"prompt_tokens\":";

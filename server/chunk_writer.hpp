@@ -1,7 +1,8 @@
-// Stream chunks written straight into an output string, without building JSON objects: the
-// per-token path of a streamed completion. The bytes are exactly what nlohmann::json's
-// `dump(-1, ' ', false, replace)` of the same object gives (keys in its sorted order, invalid
-// UTF-8 replaced by U+FFFD as it does), so clients see no difference.
+// The stream chunks of a completion, written straight into an output string without building
+// JSON objects (only a chunk's log-probabilities are one: openai.hpp's `render_logprobs`). The
+// bytes are exactly what nlohmann::json's `dump(-1, ' ', false, replace)` of the same object
+// gives (keys in its sorted order, invalid UTF-8 replaced by U+FFFD as it does), as the whole
+// answers and errors that openai.hpp renders with it are written.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 namespace conveyor::server {
 
 struct completion_meta;
+struct logprobs_part;
 enum class api_kind;
 
 namespace detail {
@@ -24,23 +26,33 @@ namespace detail {
 /// UTF-8 sequence becomes U+FFFD exactly where nlohmann::json's `replace` handler puts it.
 void append_json_string(std::string& out, std::string_view text);
 
-/// What ends every stream chunk of a response: `,"created":N,"id":"...","model":"...",
-/// "object":"..."}` (`meta`'s fields, the same for each of its chunks, so rendered once).
-std::string render_chunk_tail(const completion_meta& meta);
+/// Writes the stream chunks of one response into the caller's buffer. What ends each of them
+/// (`,"created":N,"id":"...","model":"...","object":"..."}`, the response's `completion_meta`)
+/// is rendered once, when the writer is made.
+class chunk_writer {
+ public:
+  /// A writer of the chunks of the response `meta`.
+  explicit chunk_writer(const completion_meta& meta);
 
-/// Appends a stream chunk of choice `index` without log-probabilities (see `render_chunk`).
-void append_plain_chunk(std::string& out, const completion_meta& meta, std::size_t index,
-                        std::string_view text, std::optional<std::string_view> finish_reason);
+  /// Appends a chunk of choice `index`: `finish_reason` null while the choice runs. For chat
+  /// the text is the `delta`'s content (an empty delta on the last chunk when `text` is empty).
+  /// `logprobs`, when given and not empty, are the log-probabilities of the chunk's tokens
+  /// (`render_logprobs`); otherwise the chunk's `logprobs` is null.
+  void append_chunk(std::string& out, std::size_t index, std::string_view text,
+                    std::optional<std::string_view> finish_reason,
+                    const logprobs_part* logprobs = nullptr) const;
 
-/// As above with `meta`'s kind and its tail from `render_chunk_tail`.
-void append_plain_chunk(std::string& out, api_kind kind, std::string_view tail, std::size_t index,
-                        std::string_view text, std::optional<std::string_view> finish_reason);
+  /// Appends a chat stream's first chunk of choice `index`: delta {role: "assistant",
+  /// content: ""}.
+  void append_role_chunk(std::string& out, std::size_t index) const;
 
-/// Appends a chat stream's first chunk of choice `index` (see `render_role_chunk`).
-void append_role_chunk(std::string& out, const completion_meta& meta, std::size_t index);
+  /// Appends the last chunk of `stream_options.include_usage`: no choices, the usage.
+  void append_usage_chunk(std::string& out, completion_usage usage) const;
 
-/// Appends the usage chunk (see `render_usage_chunk`).
-void append_usage_chunk(std::string& out, const completion_meta& meta, completion_usage usage);
+ private:
+  api_kind kind_;
+  std::string tail_;
+};
 
 }  // namespace detail
 

@@ -1,8 +1,6 @@
 // One completion request being answered: fan-out of prompt arrays, choices, stream events.
 #include "server/completion_task.hpp"
 
-#include "server/chunk_writer.hpp"
-
 #include <algorithm>
 #include <exception>
 #include <iterator>
@@ -15,7 +13,7 @@ completion_task::completion_task(uint64_t serial, completion_meta meta, bool str
                                  std::size_t choices_per_prompt)
     : serial_(serial),
       meta_(std::move(meta)),
-      chunk_tail_(stream ? detail::render_chunk_tail(meta_) : std::string{}),
+      chunks_(meta_),
       stream_(stream),
       include_usage_(include_usage),
       choices_(choices),
@@ -82,7 +80,7 @@ void completion_task::add_role(std::size_t index, task_output& out, std::string&
   if (meta_.kind != api_kind::chat_completions || choice.role_sent) return;
   choice.role_sent = true;
   open_choice_event(index, out, sse);
-  detail::append_role_chunk(sse, meta_, index);
+  chunks_.append_role_chunk(sse, index);
   close_event(sse);
 }
 
@@ -93,7 +91,7 @@ void completion_task::add_echo(std::size_t index, task_output& out, std::string&
   choice.echo = false;
   if (stream_) {
     open_choice_event(index, out, sse);
-    append_chunk(sse, meta_, index, choice.echo_text, std::nullopt, prompt);
+    chunks_.append_chunk(sse, index, choice.echo_text, std::nullopt, prompt);
     close_event(sse);
   } else {
     choice.text.insert(0, choice.echo_text);
@@ -143,10 +141,7 @@ task_output completion_task::add_text(std::size_t index, std::string_view text, 
   if (text.empty()) return out;
   add_role(index, out, sse);
   open_choice_event(index, out, sse);
-  if (const auto* logprobs = pending(index); logprobs && !logprobs->tokens.empty())
-    append_chunk(sse, meta_, index, text, std::nullopt, logprobs);
-  else
-    detail::append_plain_chunk(sse, meta_.kind, chunk_tail_, index, text, std::nullopt);
+  chunks_.append_chunk(sse, index, text, std::nullopt, pending(index));
   close_event(sse);
   if (choices_[index].logprobs) choices_[index].part = {};
   return out;
@@ -168,7 +163,7 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
   if (stream_) {
     add_role(index, out, sse);
     open_choice_event(index, out, sse);
-    append_chunk(sse, meta_, index, "", std::string_view{choice.finish_reason}, pending(index));
+    chunks_.append_chunk(sse, index, "", std::string_view{choice.finish_reason}, pending(index));
     close_event(sse);
     choice.part = {};
   }
@@ -177,7 +172,7 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
   if (stream_) {
     if (include_usage_) {
       open_event(sse, out);
-      detail::append_usage_chunk(sse, meta_, total_usage());
+      chunks_.append_usage_chunk(sse, total_usage());
       close_event(sse);
     }
     open_event(sse, out);

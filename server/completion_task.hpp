@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/backend.hpp"
+#include "server/chunk_writer.hpp"
 #include "server/openai.hpp"
 
 namespace conveyor::server::detail {
@@ -130,8 +131,8 @@ class completion_task {
 
   uint64_t serial_;
   completion_meta meta_;
-  // The end of every stream chunk of this response (meta_'s fields), rendered once.
-  std::string chunk_tail_;
+  // Writes this response's stream chunks.
+  chunk_writer chunks_;
   bool stream_;
   bool include_usage_;
   std::vector<choice_state> choices_;

@@ -134,10 +134,8 @@ bool is_chat(const completion_meta& meta) {
   return meta.kind == api_kind::chat_completions;
 }
 
-json meta_object(const completion_meta& meta, bool chunk = false) {
-  const char* object = !is_chat(meta) ? "text_completion"
-                       : chunk       ? "chat.completion.chunk"
-                                     : "chat.completion";
+json meta_object(const completion_meta& meta) {
+  const char* object = is_chat(meta) ? "chat.completion" : "text_completion";
   return json{{"id", meta.id},
               {"object", object},
               {"created", meta.created},
@@ -237,6 +235,10 @@ std::string make_completion_id(api_kind kind) {
   return id;
 }
 
+std::string render_logprobs(api_kind kind, const logprobs_part& part) {
+  return dump(kind == api_kind::chat_completions ? chat_logprobs(part) : completion_logprobs(part));
+}
+
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices) {
   json obj = meta_object(meta);
@@ -267,53 +269,6 @@ std::size_t code_points(std::string_view text) {
   std::size_t n = 0;
   for (unsigned char c : text) n += (c & 0xC0) != 0x80;
   return n;
-}
-
-std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
-                         std::optional<std::string_view> finish_reason,
-                         const logprobs_part* logprobs) {
-  std::string out;
-  append_chunk(out, meta, index, text, finish_reason, logprobs);
-  return out;
-}
-
-void append_chunk(std::string& out, const completion_meta& meta, std::size_t index,
-                  std::string_view text, std::optional<std::string_view> finish_reason,
-                  const logprobs_part* logprobs) {
-  if (!logprobs || logprobs->tokens.empty()) {
-    detail::append_plain_chunk(out, meta, index, text, finish_reason);
-    return;
-  }
-  // With log-probabilities (rare, and their numbers formatted as nlohmann::json formats them):
-  // the JSON object.
-  json obj = meta_object(meta, true);
-  json choice;
-  if (is_chat(meta))
-    choice = json{{"index", index},
-                  {"delta", text.empty() && finish_reason ? json::object()
-                                                          : json{{"content", text}}},
-                  {"logprobs", logprobs_object(meta, logprobs)},
-                  {"finish_reason", nullptr}};
-  else
-    choice = json{{"text", text},
-                  {"index", index},
-                  {"logprobs", logprobs_object(meta, logprobs)},
-                  {"finish_reason", nullptr}};
-  if (finish_reason) choice["finish_reason"] = *finish_reason;
-  obj["choices"] = json::array({std::move(choice)});
-  out += dump(obj);
-}
-
-std::string render_role_chunk(const completion_meta& meta, std::size_t index) {
-  std::string out;
-  detail::append_role_chunk(out, meta, index);
-  return out;
-}
-
-std::string render_usage_chunk(const completion_meta& meta, completion_usage usage) {
-  std::string out;
-  detail::append_usage_chunk(out, meta, usage);
-  return out;
 }
 
 std::string render_error(std::string_view message, std::string_view type, std::string_view param,

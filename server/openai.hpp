@@ -1,6 +1,6 @@
 // OpenAI's completion and chat completion APIs as plain functions: validating request bodies
-// and rendering completions, stream chunks, model lists and errors as JSON. No sockets, so
-// tests drive it.
+// and rendering whole completions, log-probabilities, model lists and errors as JSON (stream
+// chunks: server/chunk_writer.hpp). No sockets, so tests drive it.
 #pragma once
 
 #include <cstddef>
@@ -114,32 +114,17 @@ struct choice_result {
 /// Makes a fresh completion id: "cmpl-" ("chatcmpl-" for chat) and 24 random hex digits.
 std::string make_completion_id(api_kind kind = api_kind::completions);
 
+/// Renders the `logprobs` object of a choice or a stream chunk (server/chunk_writer.hpp):
+/// completions' {tokens, token_logprobs, top_logprobs, text_offset}, chat's {content: [...]}.
+std::string render_logprobs(api_kind kind, const logprobs_part& part);
+
 /// Renders a whole `text_completion` object (a `chat.completion` with the text as the
 /// assistant's message for chat); choice i gets index i and usage is the sum.
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices);
 
-/// Renders one stream chunk of choice `index`: `finish_reason` null while it runs. For chat the
-/// text is the `delta`'s content (an empty delta on the last chunk when `text` is empty).
-/// `logprobs`, when given and not empty, are the log-probabilities of the chunk's tokens.
-std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
-                         std::optional<std::string_view> finish_reason,
-                         const logprobs_part* logprobs = nullptr);
-
-/// Appends what `render_chunk` returns to `out`, without temporaries: a chunk without
-/// log-probabilities is written directly (server/chunk_writer.hpp).
-void append_chunk(std::string& out, const completion_meta& meta, std::size_t index,
-                  std::string_view text, std::optional<std::string_view> finish_reason,
-                  const logprobs_part* logprobs = nullptr);
-
 /// Code points of UTF-8 `text` (what `text_offset` counts).
 std::size_t code_points(std::string_view text);
-
-/// Renders a chat stream's first chunk of choice `index`: delta {role: "assistant", content: ""}.
-std::string render_role_chunk(const completion_meta& meta, std::size_t index);
-
-/// Renders the last stream chunk of `stream_options.include_usage`: no choices, the usage.
-std::string render_usage_chunk(const completion_meta& meta, completion_usage usage);
 
 /// Renders OpenAI's error object `{"error": {message, type, param, code}}`; an empty `param`
 /// or `code` becomes null.

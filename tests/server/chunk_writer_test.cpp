@@ -1,10 +1,11 @@
 // The stream chunks written without JSON objects (server/chunk_writer.hpp) against nlohmann::json:
-// byte for byte what the nlohmann renderer before them gave, and the same fields and values
-// when nlohmann::json parses them back.
+// byte for byte what dumping the same nlohmann::json object gives, and the same fields and
+// values when nlohmann::json parses them back.
 #include "server/chunk_writer.hpp"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,12 +23,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// How the server dumped JSON before (and still does for other objects).
+// How the server dumps the JSON objects it builds (whole answers, errors, log-probabilities).
 std::string nl_dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// The reference: the nlohmann::json objects the renderer built per token before this file.
+// The reference: each chunk as an nlohmann::json object.
 json meta_object(const completion_meta& meta) {
   return json{{"id", meta.id},
               {"object", meta.kind == api_kind::chat_completions ? "chat.completion.chunk"
@@ -37,17 +38,18 @@ json meta_object(const completion_meta& meta) {
 }
 
 std::string reference_chunk(const completion_meta& meta, std::size_t index, const std::string& text,
-                            std::optional<std::string> finish_reason) {
+                            std::optional<std::string> finish_reason, json logprobs = nullptr) {
   json obj = meta_object(meta);
   json choice;
   if (meta.kind == api_kind::chat_completions)
-    choice = json{{"index", index},
-                  {"delta", text.empty() && finish_reason ? json::object()
-                                                          : json{{"content", text}}},
-                  {"logprobs", nullptr},
-                  {"finish_reason", nullptr}};
+    choice =
+        json{{"index", index},
+             {"delta", text.empty() && finish_reason ? json::object() : json{{"content", text}}},
+             {"logprobs", logprobs},
+             {"finish_reason", nullptr}};
   else
-    choice = json{{"text", text}, {"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    choice =
+        json{{"text", text}, {"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   if (finish_reason) choice["finish_reason"] = *finish_reason;
   obj["choices"] = json::array({std::move(choice)});
   return nl_dump(obj);
@@ -88,6 +90,15 @@ std::vector<completion_meta> metas() {
   return {completion_meta{"cmpl-0123456789abcdef01234567", 1700000000, "stories260K",
                           api_kind::completions},
           completion_meta{"chatcmpl-x", 5, "a \"quoted\" model/\xc3\xa9", api_kind::chat_completions}};
+}
+
+// One chunk from the chunk writer.
+std::string chunk(const completion_meta& meta, std::size_t index, std::string_view text,
+                  std::optional<std::string_view> finish_reason,
+                  const logprobs_part* logprobs = nullptr) {
+  std::string out;
+  detail::chunk_writer{meta}.append_chunk(out, index, text, finish_reason, logprobs);
+  return out;
 }
 
 void expect_same(const std::string& ours, const std::string& reference, const std::string& what) {
@@ -131,29 +142,62 @@ TEST(server_chunk_writer, chunks_are_byte_for_byte_the_json_objects) {
   for (const auto& meta : metas()) {
     for (const auto& text : tricky_texts()) {
       for (std::size_t index : {std::size_t{0}, std::size_t{3}}) {
-        expect_same(render_chunk(meta, index, text, std::nullopt),
+        expect_same(chunk(meta, index, text, std::nullopt),
                     reference_chunk(meta, index, text, std::nullopt), "running: " + text);
-        expect_same(render_chunk(meta, index, text, std::string_view{"stop"}),
+        expect_same(chunk(meta, index, text, std::string_view{"stop"}),
                     reference_chunk(meta, index, text, std::string{"stop"}), "last: " + text);
       }
     }
-    expect_same(render_chunk(meta, 1, "", std::string_view{"length"}),
+    expect_same(chunk(meta, 1, "", std::string_view{"length"}),
                 reference_chunk(meta, 1, "", std::string{"length"}), "empty last");
+  }
+}
+
+TEST(server_chunk_writer, chunks_with_logprobs_are_byte_for_byte_the_json_objects) {
+  // Log-probabilities of a chunk's tokens: a token with alternatives, one that top_k excluded
+  // (-infinity, written as vLLM does) and one whose text needs escaping.
+  logprobs_part part;
+  part.tokens = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Oh", -2.0f}}},
+                 {" \"q\"", -std::numeric_limits<float>::infinity(), {}}};
+  part.text_offsets = {0, 2};
+  const json completions = json::parse(R"({"tokens": ["Hi", " \"q\""],
+    "token_logprobs": [-0.5, -9999.0], "top_logprobs": [{"Hi": -0.5, "Oh": -2.0},
+    {" \"q\"": -9999.0}], "text_offset": [0, 2]})");
+  const json chat = json::parse(R"({"content": [
+    {"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": [
+      {"token": "Hi", "logprob": -0.5, "bytes": [72, 105]},
+      {"token": "Oh", "logprob": -2.0, "bytes": [79, 104]}]},
+    {"token": " \"q\"", "logprob": -9999.0, "bytes": [32, 34, 113, 34], "top_logprobs": []}]})");
+  for (const auto& meta : metas()) {
+    const json& logprobs = meta.kind == api_kind::chat_completions ? chat : completions;
+    expect_same(chunk(meta, 1, "Hi \"q\"", std::nullopt, &part),
+                reference_chunk(meta, 1, "Hi \"q\"", std::nullopt, logprobs), "running");
+    expect_same(chunk(meta, 0, "", std::string_view{"stop"}, &part),
+                reference_chunk(meta, 0, "", std::string{"stop"}, logprobs), "last");
+    // No tokens: a null `logprobs`, as without any.
+    logprobs_part none;
+    expect_same(chunk(meta, 0, "x", std::nullopt, &none),
+                reference_chunk(meta, 0, "x", std::nullopt), "empty");
   }
 }
 
 TEST(server_chunk_writer, role_and_usage_chunks_are_byte_for_byte_the_json_objects) {
   for (const auto& meta : metas()) {
+    const detail::chunk_writer writer{meta};
     json role = meta_object(meta);
     role["choices"] = json::array({json{{"index", 2},
                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
                                         {"logprobs", nullptr},
                                         {"finish_reason", nullptr}}});
-    expect_same(render_role_chunk(meta, 2), nl_dump(role), "role");
+    std::string out;
+    writer.append_role_chunk(out, 2);
+    expect_same(out, nl_dump(role), "role");
     json usage = meta_object(meta);
     usage["choices"] = json::array();
     usage["usage"] = json{{"prompt_tokens", 7}, {"completion_tokens", 123}, {"total_tokens", 130}};
-    expect_same(render_usage_chunk(meta, {7, 123}), nl_dump(usage), "usage");
+    out.clear();
+    writer.append_usage_chunk(out, {7, 123});
+    expect_same(out, nl_dump(usage), "usage");
   }
 }
 
@@ -176,10 +220,11 @@ TEST(server_chunk_writer, a_tasks_stream_events_are_byte_for_byte_the_json_objec
 
 TEST(server_chunk_writer, appends_after_what_the_buffer_holds) {
   const auto meta = metas()[0];
+  const detail::chunk_writer writer{meta};
   std::string out = "data: ";
-  append_chunk(out, meta, 0, "a", std::nullopt);
+  writer.append_chunk(out, 0, "a", std::nullopt);
   out += "\n\ndata: ";
-  append_chunk(out, meta, 0, "b", std::nullopt);
+  writer.append_chunk(out, 0, "b", std::nullopt);
   EXPECT_EQ(out, "data: " + reference_chunk(meta, 0, "a", std::nullopt) + "\n\ndata: " +
                      reference_chunk(meta, 0, "b", std::nullopt));
 }
