@@ -1,7 +1,8 @@
 // One HTTP connection: the per-connection state machine and its I/O. Reads requests with
-// Beast, asks the router where they go, runs completions as completion_tasks on the backend,
-// writes through the response_writer, and watches for the client going away. Everything here
-// runs on the connection's strand; backend threads only post onto it.
+// Beast, asks the router where they go, runs completions as completion_tasks on the backend
+// (whose answers come through the event_poster), writes through the response_writer and the
+// stream_sender, watches for the client going away and closes. Everything here runs on the
+// connection's strand; backend threads only post onto it.
 #include "server/connection.hpp"
 
 #include <algorithm>
@@ -31,10 +32,11 @@
 #include "common/error.hpp"
 #include "server/completion_task.hpp"
 #include "server/errors.hpp"
+#include "server/event_poster.hpp"
 #include "server/openai.hpp"
 #include "server/response_writer.hpp"
 #include "server/router.hpp"
-#include "server/stream_pacer.hpp"
+#include "server/stream_sender.hpp"
 #include "server/tokenize.hpp"
 
 namespace conveyor::server::detail {
@@ -51,18 +53,8 @@ constexpr std::chrono::milliseconds linger_time{500};
 // Bytes read per read while watching a busy connection for a disconnect.
 constexpr std::size_t watch_chunk = 4096;
 
-class http_connection;
-
-// Posts a member call onto a connection's strand from any thread, while the server lives.
-struct event_poster {
-  std::shared_ptr<post_gate> gate;
-  std::weak_ptr<http_connection> conn;
-
-  template <class F>
-  void operator()(F fn) const;
-};
-
 class http_connection final : public connection,
+                              public event_target,
                               public std::enable_shared_from_this<http_connection> {
  public:
   http_connection(server_state& st, tcp::socket socket)
@@ -73,11 +65,11 @@ class http_connection final : public connection,
         head_timer_(executor_),
         write_timer_(executor_),
         linger_timer_(executor_),
-        stream_timer_(executor_),
         writer_(socket_),
-        pacer_(st_.options.stream_interval, st_.options.stream_delay) {
-    writer_.hold_stream_until_released(pacer_.can_hold());
-  }
+        streams_(
+            writer_, executor_, st_.options.stream_interval, st_.options.stream_delay,
+            st_.options.max_stream_buffer_bytes, [this] { flush(); },
+            [this] { return std::shared_ptr<void>{shared_from_this()}; }) {}
 
   ~http_connection() override {
     // Only during the io_context's destruction can a task still be here; its destructor
@@ -86,8 +78,7 @@ class http_connection final : public connection,
     st_.remove_connection(this);
   }
 
-  /// The strand; immutable, so any thread may read it.
-  const net::any_io_executor& executor() const { return executor_; }
+  const net::any_io_executor& executor() const override { return executor_; }
 
   void start(refusal why) {
     if (why != refusal::none) {
@@ -119,10 +110,10 @@ class http_connection final : public connection,
 
   // One step of one choice: its stream events are rendered straight into the writer's stream
   // buffer and written with one flush.
-  void on_step(uint64_t serial, std::size_t index, completion_step step) {
+  void on_step(uint64_t serial, std::size_t index, completion_step step) override {
     auto* task = live_task(serial, index);
     if (!task) return;
-    auto out = task->on_step(index, std::move(step), writer_.stream_buffer());
+    auto out = task->on_step(index, std::move(step), streams_.buffer());
     if (out.failure) {
       if (!queue_events(out.event_count)) return;
       fail_task(out.failure->code, out.failure->message);
@@ -131,7 +122,7 @@ class http_connection final : public connection,
     deliver(std::move(out));
   }
 
-  void on_metrics(uint64_t serial, std::string text) {
+  void on_metrics(uint64_t serial, std::string text) override {
     if (state_ != conn_state::busy || metrics_serial_ != serial) return;
     metrics_serial_ = 0;
     text += st_.metrics_text();
@@ -342,11 +333,7 @@ class http_connection final : public connection,
     metrics_serial_ = serial;
     start_watch();
     try {
-      st_.backend.collect_metrics([post = poster(), serial](std::string text) {
-        post([serial, text = std::move(text)](http_connection& c) mutable {
-          c.on_metrics(serial, std::move(text));
-        });
-      });
+      st_.backend.collect_metrics(poster().metrics_reply(serial));
     } catch (const std::exception& e) {
       metrics_serial_ = 0;
       respond_error(500, "server_error", std::string{"collecting metrics failed: "} + e.what(), "",
@@ -379,25 +366,15 @@ class http_connection final : public connection,
         request.stream, request.include_usage, request.requests.size(), request.n);
     st_.job_started();
     start_watch();
-    auto failure =
-        task_->submit(st_.backend, std::move(request.requests),
-                      [this, serial](std::size_t index) { return make_events(serial, index); });
+    auto failure = task_->submit(
+        st_.backend, std::move(request.requests),
+        [post = poster(), serial](std::size_t index) { return post.choice_events(serial, index); });
     if (failure) fail_task(ec::internal, *failure);
   }
 
   // -- completions -------------------------------------------------------------------------------
 
   event_poster poster() { return event_poster{st_.gate, weak_from_this()}; }
-
-  completion_events make_events(uint64_t serial, std::size_t index) {
-    completion_events events;
-    events.on_step = [post = poster(), serial, index](completion_step step) {
-      post([serial, index, step = std::move(step)](http_connection& c) mutable {
-        c.on_step(serial, index, std::move(step));
-      });
-    };
-    return events;
-  }
 
   // The running task when an event of (serial, index) still matters, else nullptr.
   completion_task* live_task(uint64_t serial, std::size_t index) {
@@ -411,15 +388,9 @@ class http_connection final : public connection,
   void deliver(task_output out) {
     if (!queue_events(out.event_count)) return;
     if (!out.finished) {
-      // A fast stream's events may wait a little to go out together (stream_pacer); a choice's
+      // A fast stream's events may wait a little to go out together (stream_sender); a choice's
       // first events (its time to first token) never wait.
-      if (out.event_count == 0) return;
-      if (pacer_.on_events(out.event_count, out.opens_choice, steady::now()) ==
-          stream_pacer::verdict::hold) {
-        if (!stream_timer_armed_) arm_stream_timer();
-        return;
-      }
-      release_stream();
+      streams_.send(out.event_count, out.opens_choice);
       return;
     }
     if (task_->stream()) {
@@ -438,8 +409,8 @@ class http_connection final : public connection,
     auto info = to_http_error(code);
     if (code != ec::cancelled)
       spdlog::debug("{} {}: {} ({})", method_, target_, message, to_string(code));
-    if (stream_started_) {
-      auto& sse = writer_.stream_buffer();
+    if (streams_.started()) {
+      auto& sse = streams_.buffer();
       sse += "data: ";
       sse += render_error(message, info.type, "", to_string(code));
       sse += "\n\n";
@@ -492,58 +463,22 @@ class http_connection final : public connection,
     respond_error(info.status, info.type, message, "", to_string(code), info.retry_after_s);
   }
 
-  // Queues the head of an event stream once: chunked for HTTP/1.1, close-delimited for 1.0.
-  void start_stream() {
-    if (stream_started_) return;
-    stream_started_ = true;
-    if (framing_.http10) framing_.keep_alive = false;
-    writer_.queue_stream_head(framing_);
-    st_.counters.count_response(200);
-  }
-
-  // After `events` stream events were written into the writer's stream buffer: starts the
-  // stream (its head goes out before them) and cuts off a client that lets too much pile up.
-  // Returns false when the connection closed. The caller flushes.
+  // After `events` stream events were written into the stream buffer: starts the stream (its
+  // head goes out before them) and cuts off a client that lets too much pile up. Returns false
+  // when the connection closed. The caller flushes.
   bool queue_events(std::size_t events) {
     if (events == 0) return true;
-    start_stream();
-    if (writer_.queued_stream_bytes() > st_.options.max_stream_buffer_bytes) {
-      spdlog::warn("{} {}: the client reads too slowly ({} bytes unsent), closing it", method_,
-                   target_, writer_.queued_stream_bytes());
-      st_.counters.count_slow_client();
-      hard_close();
-      return false;
-    }
-    return true;
-  }
-
-  // Writes the stream events that wait.
-  void release_stream() {
-    pacer_.release();
-    writer_.release_stream();
-    flush();
-  }
-
-  // Wakes at the waiting events' deadline and writes them. One timer serves the stream: it is
-  // not cancelled when the events go out earlier, and on waking it waits again for a newer
-  // deadline.
-  void arm_stream_timer() {
-    stream_timer_armed_ = true;
-    stream_timer_.expires_at(pacer_.deadline());
-    stream_timer_.async_wait([self = shared_from_this()](error_code ec) {
-      self->stream_timer_armed_ = false;
-      if (ec || self->state_ != conn_state::busy || !self->pacer_.holding()) return;
-      if (steady::now() < self->pacer_.deadline()) {
-        self->arm_stream_timer();
-        return;
-      }
-      self->release_stream();
-    });
+    if (streams_.start(framing_)) st_.counters.count_response(200);
+    if (!streams_.too_much_unsent()) return true;
+    spdlog::warn("{} {}: the client reads too slowly ({} bytes unsent), closing it", method_,
+                 target_, writer_.queued_stream_bytes());
+    st_.counters.count_slow_client();
+    hard_close();
+    return false;
   }
 
   void end_stream() {
-    pacer_.release();
-    writer_.queue_stream_end();
+    streams_.end();
     stream_done_ = true;
     if (!writer_.writing()) finish_response_if_flushed();
     flush();
@@ -602,8 +537,7 @@ class http_connection final : public connection,
     if (!stream_done_ || !writer_.idle() || state_ != conn_state::busy) return;
     stream_done_ = false;
     log_access();
-    stream_started_ = false;
-    pacer_.release();
+    streams_.reset();
     if (!framing_.keep_alive || shutdown_requested_ || st_.draining) {
       graceful_close();
       return;
@@ -620,7 +554,7 @@ class http_connection final : public connection,
 
   void log_access() {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - started_);
-    spdlog::debug("{} {} {} {} ms", method_, target_, stream_started_ ? 200 : response_status_,
+    spdlog::debug("{} {} {} {} ms", method_, target_, streams_.started() ? 200 : response_status_,
                   ms.count());
   }
 
@@ -722,7 +656,7 @@ class http_connection final : public connection,
     head_timer_.cancel();
     write_timer_.cancel();
     linger_timer_.cancel();
-    stream_timer_.cancel();
+    streams_.close();
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -742,12 +676,12 @@ class http_connection final : public connection,
   std::optional<steady::time_point> head_deadline_;
   net::steady_timer write_timer_;
   net::steady_timer linger_timer_;
-  // Writes a stream's waiting events at their deadline.
-  net::steady_timer stream_timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   conn_state state_ = conn_state::reading;
   response_writer writer_;
+  // The event streams through writer_: their head, pacing and end.
+  stream_sender streams_;
 
   // The request being answered.
   uint64_t serial_ = 0;
@@ -759,16 +693,11 @@ class http_connection final : public connection,
   steady::time_point started_;
   unsigned response_status_ = 0;
 
-  // The head of an event stream is queued.
-  bool stream_started_ = false;
   // The whole response is queued; once it is written the connection moves on.
   bool stream_done_ = false;
   // The running write's start, and whether write_timer_ waits for it.
   steady::time_point write_started_;
   bool write_watch_armed_ = false;
-  // Whether a stream's events go out now or wait for the following ones.
-  stream_pacer pacer_;
-  bool stream_timer_armed_ = false;
   // No request was read yet: its head is due from the connection's start.
   bool first_request_ = true;
 
@@ -776,18 +705,6 @@ class http_connection final : public connection,
   bool read_after_watch_ = false;
   bool shutdown_requested_ = false;
 };
-
-template <class F>
-void event_poster::operator()(F fn) const {
-  // The gate stays locked until the connection pointer is handed to the strand, so the
-  // io_context cannot be destroyed in between.
-  std::lock_guard<std::mutex> lock{gate->mutex};
-  if (!gate->open) return;
-  auto self = conn.lock();
-  if (!self) return;
-  auto ex = self->executor();
-  net::post(ex, [self = std::move(self), fn = std::move(fn)]() mutable { fn(*self); });
-}
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Internal: starting one HTTP connection. The connection itself (its state machine, reading,
-// writing, disconnect watching) lives in connection.cpp.
+// disconnect watching, closing) lives in connection.cpp; it writes through response_writer and
+// stream_sender, and the backend's answers reach it through event_poster.
 #pragma once
 
 #include "server/server_state.hpp"
