@@ -8,6 +8,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/text.hpp"
+
 namespace conveyor::chat {
 
 namespace {
@@ -96,38 +98,6 @@ std::string capitalize(const std::string& s) {
   if (!out.empty()) out[0] = upper(out[0]);
   return out;
 }
-
-// Finds a needle in texts in linear time (Knuth-Morris-Pratt): a template's search of a long
-// text for a long needle costs their lengths, never their product.
-class text_finder {
- public:
-  explicit text_finder(std::string_view needle) : needle_(needle), border_(needle.size() + 1) {
-    border_[0] = -1;
-    for (std::size_t i = 0; i < needle.size(); ++i) {
-      auto k = border_[i];
-      while (k >= 0 && needle[static_cast<std::size_t>(k)] != needle[i])
-        k = border_[static_cast<std::size_t>(k)];
-      border_[i + 1] = k + 1;
-    }
-  }
-
-  /// The first occurrence in `text` at or after `from`, or npos. An empty needle is found at
-  /// `from`.
-  std::size_t find(std::string_view text, std::size_t from) const {
-    if (needle_.empty()) return from <= text.size() ? from : std::string::npos;
-    std::ptrdiff_t k = 0;
-    for (std::size_t i = from; i < text.size(); ++i) {
-      while (k >= 0 && needle_[static_cast<std::size_t>(k)] != text[i])
-        k = border_[static_cast<std::size_t>(k)];
-      if (static_cast<std::size_t>(++k) == needle_.size()) return i + 1 - needle_.size();
-    }
-    return std::string::npos;
-  }
-
- private:
-  std::string_view needle_;
-  std::vector<std::ptrdiff_t> border_;
-};
 
 // a * b, saturating.
 std::size_t product(std::size_t a, std::size_t b) {
@@ -632,21 +602,14 @@ class renderer {
   }
 
   // Python's str.replace(old, new, count) (count < 0: all).
-  value replace_all(const std::string& s, const std::string& from, const std::string& to,
-                    int64_t count, int line) {
+  value replace_text(const std::string& s, const std::string& from, const std::string& to,
+                     int64_t count, int line) {
     if (from.empty()) return value{s};  // Python inserts between characters; no template does
     charge(s.size() + from.size(), line);
-    const text_finder finder{from};
-    std::string out;
-    std::size_t pos = 0;
-    for (int64_t n = 0; count < 0 || n < count; ++n) {
-      auto hit = finder.find(s, pos);
-      if (hit == std::string::npos) break;
-      append_text(out, std::string_view{s}.substr(pos, hit - pos), line);
-      append_text(out, to, line);
-      pos = hit + from.size();
-    }
-    append_text(out, std::string_view{s}.substr(pos), line);
+    std::string out = s;
+    const replace_limits limits{count < 0 ? SIZE_MAX : static_cast<std::size_t>(count),
+                                limits_.max_output_bytes};
+    if (!replace_all(out, from, to, limits)) too_large(line);
     return built_string(std::move(out), line);
   }
 
@@ -743,7 +706,7 @@ class renderer {
       if (m == "capitalize") return built_string(capitalize(s), e.line);
       if (m == "replace") {
         auto count = argument(e, 3, "count");
-        return replace_all(s, string_arg(e, 1, "old", "replace()"),
+        return replace_text(s, string_arg(e, 1, "old", "replace()"),
                            string_arg(e, 2, "new", "replace()"),
                            count.is_number() ? count.as_int() : -1, e.line);
       }
@@ -761,7 +724,7 @@ class renderer {
         return 0;
       case vk::string:
         charge(v.as_string().size(), line);
-        return static_cast<int64_t>(utf8_length(v.as_string()));
+        return static_cast<int64_t>(utf8_code_points(v.as_string()));
       case vk::list:
         return static_cast<int64_t>(v.as_list().size());
       case vk::map:
@@ -864,7 +827,7 @@ class renderer {
     }
     if (f == "replace") {
       auto count = argument(e, 3, "count");
-      return replace_all(text(v, e.line), string_arg(e, 1, "old", "replace"),
+      return replace_text(text(v, e.line), string_arg(e, 1, "old", "replace"),
                          string_arg(e, 2, "new", "replace"),
                          count.is_number() ? count.as_int() : -1, e.line);
     }

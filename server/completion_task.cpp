@@ -1,6 +1,7 @@
 // One completion request being answered: fan-out of prompt arrays, choices, stream events.
 #include "server/completion_task.hpp"
 
+#include "common/text.hpp"
 #include "server/chunk_writer.hpp"
 
 #include <algorithm>
@@ -38,7 +39,7 @@ std::optional<std::string> completion_task::submit(
                              ? requests[i].prompt
                              : backend.detokenize(requests[i].prompt_tokens);
     choice.logprobs = requests[i].logprobs >= 0;
-    choice.offset = code_points(choice.echo_text);
+    choice.offset = utf8_code_points(choice.echo_text);
     try {
       // Events are posted onto the connection's strand, so this task is still here when the
       // backend answers from inside submit.
@@ -128,7 +129,7 @@ task_output completion_task::on_logprobs(std::size_t index, std::vector<token_lo
   std::size_t offset = prompt ? 0 : choice.offset;
   for (auto& e : entries) {
     part.text_offsets.push_back(offset);
-    offset += code_points(e.token);
+    offset += utf8_code_points(e.token);
     part.tokens.push_back(std::move(e));
   }
   if (!prompt) choice.offset = offset;

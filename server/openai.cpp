@@ -263,12 +263,6 @@ std::string render_completion(const completion_meta& meta,
   return dump(obj);
 }
 
-std::size_t code_points(std::string_view text) {
-  std::size_t n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 std::string render_chunk(const completion_meta& meta, std::size_t index, std::string_view text,
                          std::optional<std::string_view> finish_reason,
                          const logprobs_part* logprobs) {

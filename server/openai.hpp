@@ -132,9 +132,6 @@ void append_chunk(std::string& out, const completion_meta& meta, std::size_t ind
                   std::string_view text, std::optional<std::string_view> finish_reason,
                   const logprobs_part* logprobs = nullptr);
 
-/// Code points of UTF-8 `text` (what `text_offset` counts).
-std::size_t code_points(std::string_view text);
-
 /// Renders a chat stream's first chunk of choice `index`: delta {role: "assistant", content: ""}.
 std::string render_role_chunk(const completion_meta& meta, std::size_t index);
 
