@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "chat/python_text.hpp"
+
 namespace conveyor::chat {
 
 namespace {
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
 
 // Newlines as Jinja normalizes them (\r\n and \r become \n), one trailing newline dropped
 // (keep_trailing_newline=False).
@@ -52,7 +50,7 @@ class lexer {
         auto nl = text.rfind('\n');
         std::size_t l_pos = nl == std::string::npos ? 0 : nl + 1;
         if ((l_pos > 0 || line_starting) && l_pos < text.size() &&
-            std::all_of(text.begin() + static_cast<std::ptrdiff_t>(l_pos), text.end(), is_space))
+            std::all_of(text.begin() + static_cast<std::ptrdiff_t>(l_pos), text.end(), is_py_space))
           text.erase(l_pos);
       }
       line_ += static_cast<int>(std::count(src_.begin() + static_cast<std::ptrdiff_t>(pos_),
@@ -75,7 +73,7 @@ class lexer {
       }
       if (strip_after) {
         auto start = pos_;
-        while (pos_ < src_.size() && is_space(src_[pos_])) {
+        while (pos_ < src_.size() && is_py_space(src_[pos_])) {
           if (src_[pos_] == '\n') ++line_;
           ++pos_;
         }
@@ -105,9 +103,7 @@ class lexer {
     if (!text.empty()) tokens_.push_back({template_token::kind::text, std::move(text), line});
   }
 
-  [[noreturn]] void fail(const std::string& what) const {
-    throw template_error(line_, "chat template line " + std::to_string(line_) + ": " + what);
-  }
+  [[noreturn]] void fail(const std::string& what) const { fail_at_line(line_, what); }
 
   // Tokenizes a tag's inside up to its end; returns whether it ends with `-`.
   bool tag(bool variable) {
@@ -117,7 +113,7 @@ class lexer {
     tokens_.push_back({variable ? k::variable_begin : k::block_begin, "", line_});
     int depth = 0;  // brackets, so that `{{ {'a': 1} }}` ends at the right braces
     while (true) {
-      while (pos_ < src_.size() && is_space(src_[pos_])) {
+      while (pos_ < src_.size() && is_py_space(src_[pos_])) {
         if (src_[pos_] == '\n') ++line_;
         ++pos_;
       }
@@ -238,6 +234,10 @@ class lexer {
 };
 
 }  // namespace
+
+void fail_at_line(int line, const std::string& what) {
+  throw template_error(line, "chat template line " + std::to_string(line) + ": " + what);
+}
 
 std::vector<template_token> tokenize_template(std::string_view source) {
   return lexer{source}.run();

@@ -15,6 +15,9 @@ struct template_error : std::runtime_error {
   int line;
 };
 
+/// Throws the template_error of `line`: "chat template line N: what".
+[[noreturn]] void fail_at_line(int line, const std::string& what);
+
 /// One token of a template.
 struct template_token {
   enum class kind {

@@ -54,9 +54,7 @@ class parser {
     return true;
   }
 
-  [[noreturn]] void fail(int line, const std::string& what) const {
-    throw template_error(line, "chat template line " + std::to_string(line) + ": " + what);
-  }
+  [[noreturn]] void fail(int line, const std::string& what) const { fail_at_line(line, what); }
 
   [[noreturn]] void too_deep(int line) const {
     fail(line, "nested more than " + std::to_string(max_template_nesting) + " deep");

@@ -432,11 +432,4 @@ const char* value::type_name() const {
   return "value";
 }
 
-std::size_t utf8_length(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xc0) != 0x80) ++n;
-  return n;
-}
-
 }  // namespace conveyor::chat

@@ -131,9 +131,6 @@ class value {
   std::shared_ptr<value_map> m_;
 };
 
-/// The number of code points of UTF-8 text.
-std::size_t utf8_length(std::string_view s);
-
 /// Python's repr() of a float ("1.0", "0.1", "1e+20").
 std::string float_repr(double d);
 

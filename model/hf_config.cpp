@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.hpp"
 #include "model/model_info.hpp"
 
 namespace conveyor::model {
@@ -13,11 +14,6 @@ namespace conveyor::model {
 namespace {
 
 using json = nlohmann::json;
-
-bool is_regular_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 expected<json> read_json(const std::string& path) {
   if (!is_regular_file(path)) return make_error(ec::bad_file, path + ": missing file");

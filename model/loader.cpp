@@ -1,7 +1,6 @@
 // Model specs ("path", "synthetic:NAME", "trivial"), default paths, threads and BLAS reporting.
 #include <dlfcn.h>
 #include <link.h>
-#include <sys/stat.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "common/files.hpp"
 #include "common/install_dirs.hpp"
 #include "kernels/blas_kernels.hpp"
 #include "model/causal_lm.hpp"
@@ -19,11 +19,6 @@
 namespace conveyor::model {
 
 namespace {
-
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 std::string directory_of(const std::string& path) {
   auto pos = path.find_last_of('/');
@@ -138,9 +133,9 @@ std::string default_tokenizer_for(const std::string& model_spec) {
   if (is_directory(model_spec)) return model_spec + "/tokenizer.json";
   if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
     auto beside = directory_of(model_spec) + "/tok512.model";
-    if (file_exists(beside)) return beside;
+    if (is_regular_file(beside)) return beside;
     auto bin = directory_of(model_spec) + "/tokenizer.model";
-    if (file_exists(bin)) return bin;
+    if (is_regular_file(bin)) return bin;
   }
   return resolve_data_path(std::string{default_tokenizer_path});
 }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.hpp"
+
 namespace conveyor::model {
 
 namespace {
@@ -20,11 +22,6 @@ using json = nlohmann::json;
 
 // A header larger than this is refused before it is parsed (the format's own limit is 100 MB).
 constexpr int64_t max_header_bytes = 100 * 1024 * 1024;
-
-bool is_regular_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;

@@ -6,6 +6,8 @@
 #include <iterator>
 #include <utility>
 
+#include "common/text.hpp"
+
 namespace conveyor::server::detail {
 
 completion_task::completion_task(uint64_t serial, completion_meta meta, bool stream,
@@ -36,7 +38,7 @@ std::optional<std::string> completion_task::submit(
                              ? requests[i].prompt
                              : backend.detokenize(requests[i].prompt_tokens);
     choice.logprobs = requests[i].logprobs >= 0;
-    choice.offset = code_points(choice.echo_text);
+    choice.offset = utf8_code_points(choice.echo_text);
     try {
       // Events are posted onto the connection's strand, so this task is still here when the
       // backend answers from inside submit.
@@ -113,7 +115,7 @@ task_output completion_task::add_logprobs(std::size_t index, std::vector<token_l
   std::size_t offset = prompt ? 0 : choice.offset;
   for (auto& e : entries) {
     part.text_offsets.push_back(offset);
-    offset += code_points(e.token);
+    offset += utf8_code_points(e.token);
     part.tokens.push_back(std::move(e));
   }
   if (!prompt) choice.offset = offset;

@@ -265,10 +265,6 @@ std::string render_completion(const completion_meta& meta,
   return dump(obj);
 }
 
-std::size_t code_points(std::string_view text) {
-  std::size_t n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 std::string render_error(std::string_view message, std::string_view type, std::string_view param,

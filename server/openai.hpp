@@ -123,8 +123,6 @@ std::string render_logprobs(api_kind kind, const logprobs_part& part);
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices);
 
-/// Code points of UTF-8 `text` (what `text_offset` counts).
-std::size_t code_points(std::string_view text);
 
 /// Renders OpenAI's error object `{"error": {message, type, param, code}}`; an empty `param`
 /// or `code` becomes null.

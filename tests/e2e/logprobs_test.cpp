@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "common/text.hpp"
 #include "tests/e2e/conveyor_process.hpp"
 
 namespace conveyor::e2e {
@@ -20,12 +21,6 @@ constexpr double tolerance = 1e-4;
 json fixture() {
   std::ifstream in{CONVEYOR_SOURCE_DIR "/tests/fixtures/logprobs/stories260K.json"};
   return json::parse(in, nullptr, false);
-}
-
-std::size_t code_points(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 // The values of a row of the reference, highest first.
@@ -62,7 +57,7 @@ void expect_offsets(const json& lp, std::size_t prompt_tokens, std::size_t compl
   for (std::size_t i = 0; i < lp["tokens"].size(); ++i) {
     if (i == prompt_tokens) offset = completion_start;
     EXPECT_EQ(lp["text_offset"][i], offset) << "token " << i;
-    offset += code_points(lp["tokens"][i].get<std::string>());
+    offset += utf8_code_points(lp["tokens"][i].get<std::string>());
   }
 }
 
@@ -186,7 +181,7 @@ TEST(e2e_logprobs, openai_python_completions_and_chat_whole_and_streamed) {
     ASSERT_EQ(whole["text"].get<std::string>().substr(0, prompt.size()), prompt);
     expect_prompt(whole["logprobs"], c, 1);
     expect_generated(whole["logprobs"], c["prompt_tokens"].size(), c, 2, 1);
-    expect_offsets(whole["logprobs"], c["prompt_tokens"].size(), code_points(prompt));
+    expect_offsets(whole["logprobs"], c["prompt_tokens"].size(), utf8_code_points(prompt));
     EXPECT_EQ(r["echo2_stream"]["text"], whole["text"]);
     EXPECT_EQ(subset(joined(r["echo2_stream"]["chunks"])), subset(whole["logprobs"]));
   }

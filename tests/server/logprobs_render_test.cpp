@@ -177,12 +177,4 @@ TEST(server_logprobs, chat_content_whole_and_streamed) {
   }
 }
 
-TEST(server_logprobs, code_points_count_characters) {
-  EXPECT_EQ(code_points(""), 0u);
-  EXPECT_EQ(code_points("abc"), 3u);
-  EXPECT_EQ(code_points("é"), 1u);
-  EXPECT_EQ(code_points("日本"), 2u);
-  EXPECT_EQ(code_points("\xF0\x9F\x98\x80"), 1u);
-}
-
 }  // namespace conveyor::server::test

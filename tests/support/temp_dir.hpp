@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/files.hpp"
+
 namespace conveyor::test {
 
 class temp_dir {
@@ -54,11 +56,8 @@ class temp_dir {
     DIR* d = ::opendir(source.c_str());
     if (d == nullptr) throw std::runtime_error("temp_dir: cannot open " + source);
     std::vector<std::string> names;
-    while (const dirent* e = ::readdir(d)) {
-      struct stat st {};
-      if (::stat((source + "/" + e->d_name).c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        names.emplace_back(e->d_name);
-    }
+    while (const dirent* e = ::readdir(d))
+      if (conveyor::is_regular_file(source + "/" + e->d_name)) names.emplace_back(e->d_name);
     ::closedir(d);
     for (const auto& name : names) copy_in(source + "/" + name, name);
   }

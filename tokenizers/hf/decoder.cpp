@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "tokenizers/hf/byte_level.hpp"
-#include "tokenizers/hf/normalizer.hpp"
 
 namespace conveyor::tokenizers::hf {
 

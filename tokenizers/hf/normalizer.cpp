@@ -10,6 +10,8 @@
 #include <unicode/ustring.h>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
+
 namespace conveyor::tokenizers::hf {
 
 namespace {
@@ -40,21 +42,6 @@ bool read_pattern(const nlohmann::json& value, std::string& text, bool& is_regex
 }
 
 }  // namespace
-
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  size_t pos = text.find(from);
-  if (pos == std::string::npos) return;
-  std::string out;
-  out.reserve(text.size() + text.size() / 4);
-  size_t last = 0;
-  for (; pos != std::string::npos; pos = text.find(from, last)) {
-    out.append(text, last, pos - last);
-    out += to;
-    last = pos + from.size();
-  }
-  out.append(text, last, std::string::npos);
-  text.swap(out);
-}
 
 expected<std::string> unicode_normalize(const std::string& text, const char* form) {
   bool ascii = true;

@@ -40,9 +40,6 @@ class normalizer {
   std::string origin_;
 };
 
-/// Replaces every occurrence of `from` (not empty) in `text` by `to`.
-void replace_all(std::string& text, const std::string& from, const std::string& to);
-
 /// Unicode normalization form `form` ("NFC", "NFD", "NFKC", "NFKD") of `text` (valid UTF-8)
 /// through ICU, however much longer it is. Fails (ec::bad_request) only when ICU cannot: a text
 /// over 2 GiB, no memory.
