@@ -265,8 +265,6 @@ std::string render_completion(const completion_meta& meta,
   return dump(obj);
 }
 
-}
-
 std::string render_error(std::string_view message, std::string_view type, std::string_view param,
                          std::string_view code) {
   json error{{"message", message},

@@ -123,7 +123,6 @@ std::string render_logprobs(api_kind kind, const logprobs_part& part);
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices);
 
-
 /// Renders OpenAI's error object `{"error": {message, type, param, code}}`; an empty `param`
 /// or `code` becomes null.
 std::string render_error(std::string_view message, std::string_view type, std::string_view param,
