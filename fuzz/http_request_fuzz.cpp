@@ -36,11 +36,11 @@ class instant_backend : public completion_backend {
     };
     // Log-probabilities when asked for: the prompt's (echo) and the texts', with
     // an excluded alternative and the NaN of a prompt's first token.
-    if (req.prompt_logprobs)
+    if (req.params.prompt_logprobs)
       events.on_logprobs({{"", std::numeric_limits<float>::quiet_NaN(), {}},
                           {req.prompt.substr(0, 3), -1.0f, {{"x", -0.5f}}}},
                          true);
-    if (req.logprobs >= 0)
+    if (req.params.logprobs >= 0)
       events.on_logprobs({{"Once", -0.25f, {{"Once", -0.25f}, {"One", -1.5f}}},
                           {" upon", -0.125f, {{" upon", -0.125f}, {"\xC3", -INFINITY}}}},
                          false);

@@ -54,7 +54,7 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       continue;
     }
     const auto& p = req.params;
-    sampling::sampler sampler{sampling::sampling_params{p.temperature, p.top_p, p.top_k, p.seed}};
+    sampling::sampler sampler{p};
     // Before min_tokens, stop strings do not end the sequence: the matcher is armed with the
     // min_tokens-th token (emit), and finds a stop string that began before it.
     sampling::stop_string_matcher stops{p.stop, p.min_tokens <= 0};
@@ -81,12 +81,9 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     free_slots_.pop_back();
     const auto& params = s->req.params;  // req was moved
     s->end_ids = end_ids_of(params);
-    sampling::logit_settings settings{params.presence_penalty, params.frequency_penalty,
-                                   params.repetition_penalty, params.logit_bias,
-                                   params.min_tokens, {}};
-    if (settings.min_tokens > 0) settings.min_tokens_masked = s->end_ids;
-    if (settings.active())
-      s->processor = std::make_unique<sampling::logit_processor>(std::move(settings), s->req.prompt);
+    // The end ids (stop_token_ids among them) cannot be sampled before min_tokens.
+    if (sampling::logit_processor::needed(params, s->end_ids))
+      s->processor = std::make_unique<sampling::logit_processor>(params, s->end_ids, s->req.prompt);
     s->req.times.admitted = now;
     waiting_.push_back(std::move(s));
   }
@@ -100,7 +97,7 @@ bool executor_core::cancel(request_id id) {
   return false;
 }
 
-std::vector<int32_t> executor_core::end_ids_of(const generation_params& p) const {
+std::vector<int32_t> executor_core::end_ids_of(const sampling::sampling_params& p) const {
   // stop_token_ids end a sequence even with ignore_eos.
   std::vector<int32_t> ids = p.stop_token_ids;
   if (p.ignore_eos || model_->ignores_end_tokens()) return ids;

@@ -170,7 +170,7 @@ class executor_core {
   bool is_end_token(const sequence& s, int32_t token) const;
   /// The ids that end a sequence of `p`: its stop_token_ids, and the model's end ids (or the
   /// tokenizer's BOS and EOS) unless ignored.
-  std::vector<int32_t> end_ids_of(const generation_params& p) const;
+  std::vector<int32_t> end_ids_of(const sampling::sampling_params& p) const;
 
   std::string name_;
   std::string device_;
