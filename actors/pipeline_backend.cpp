@@ -140,29 +140,15 @@ std::shared_ptr<server::request_handle> pipeline_backend::submit(server::complet
   g.id = (*next_id_)++;
   g.arrival = now_stamp();
   g.prompt = std::move(req.prompt);
+  g.prompt_tokens = std::move(req.prompt_tokens);
   g.add_bos = req.add_bos;
-  g.params.max_tokens = req.max_tokens;
-  g.params.temperature = req.temperature;
-  g.params.top_p = req.top_p;
-  g.params.top_k = req.top_k;
-  g.params.stop = std::move(req.stop);
+  g.params = std::move(req.params);
+  // A seed drawn here, not by the executor: a request run again (its executor lost before its
+  // first chunk) samples the same.
   thread_local std::mt19937_64 seeds{std::random_device{}()};
-  g.params.seed = req.seed ? *req.seed : seeds();
+  if (!g.params.seed) g.params.seed = seeds();
   g.priority = req.priority;
   g.timeout_s = req.timeout_s ? *req.timeout_s : 0.0;
-  // Log-probabilities and echo.
-  g.params.logprobs = req.logprobs;
-  g.params.prompt_logprobs = req.prompt_logprobs;
-  g.params.echo = req.echo;
-  // -- sampling fields: penalties, bias, min_tokens, stop ids, token prompts --
-  g.prompt_tokens = std::move(req.prompt_tokens);
-  g.params.presence_penalty = req.presence_penalty;
-  g.params.frequency_penalty = req.frequency_penalty;
-  g.params.repetition_penalty = req.repetition_penalty;
-  g.params.logit_bias = std::move(req.logit_bias);
-  g.params.min_tokens = req.min_tokens;
-  g.params.stop_token_ids = std::move(req.stop_token_ids);
-  g.params.ignore_eos = req.ignore_eos;
   // The sink keeps the request to run it again if its executor is lost before its first chunk.
   auto sink = system_.spawn(bridge_sink, g, std::move(events), pipeline_.front, next_id_);
   caf::anon_send(pipeline_.front, atom::generate::value, std::move(g), sink_actor{sink});

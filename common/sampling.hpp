@@ -1,6 +1,6 @@
-// The sampling fields of a request (max_tokens, temperature, top_p, top_k): their defaults and
-// their limits, in one place for the configuration, the pipeline, the sampler, `conveyor generate`
-// and the HTTP server.
+// The defaults and limits of a request's sampling fields (the fields themselves:
+// sampling/sampling_params.hpp), in one place for the configuration, the pipeline, the sampler,
+// `conveyor generate` and the HTTP server.
 #pragma once
 
 #include <cstddef>
@@ -11,8 +11,8 @@
 namespace conveyor {
 
 /// What a request that leaves a sampling field out gets. These member initialisers are the one
-/// source of the defaults: config::generation, generation_params, sampling::sampling_params and the
-/// server's completion_defaults take theirs from here.
+/// source of the defaults: config::generation, sampling::sampling_params and the server's
+/// completion_defaults take theirs from here.
 struct sampling_defaults {
   /// Tokens to generate (OpenAI's default).
   int32_t max_tokens = 16;
@@ -50,18 +50,6 @@ struct sampling_limits {
   /// At most this many stop_token_ids.
   static constexpr std::size_t max_stop_token_ids = 256;
 };
-
-/// One entry of a request's `logit_bias`: `bias` is added to the logit of token `id`.
-struct token_bias {
-  int32_t id = 0;
-  /// In [-100, 100] (OpenAI's range); -100 keeps the token out in practice.
-  float bias = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, token_bias& x) {
-  return f(x.id, x.bias);
-}
 
 /// A real in messages: the shortest form that reads back exactly ("2.5", "0.1", "1e+300"), "nan",
 /// "inf" or "-inf"; no ".0" is forced ("2"). The configuration's messages use it too.

@@ -37,10 +37,10 @@ class instant_backend : public completion_backend {
     // Log-probabilities when asked for: the prompt's (echo) and the texts', with
     // an excluded alternative and the NaN of a prompt's first token.
     completion_step first;
-    if (req.prompt_logprobs)
+    if (req.params.prompt_logprobs)
       first.prompt_logprobs = {{"", std::numeric_limits<float>::quiet_NaN(), {}},
                                {req.prompt.substr(0, 3), -1.0f, {{"x", -0.5f}}}};
-    if (req.logprobs >= 0)
+    if (req.params.logprobs >= 0)
       first.logprobs = {{"Once", -0.25f, {{"Once", -0.25f}, {"One", -1.5f}}},
                         {" upon", -0.125f, {{" upon", -0.125f}, {"\xC3", -INFINITY}}}};
     first.text = "Once upon";

@@ -28,22 +28,24 @@ void check(const std::variant<conveyor::server::completion_body, conveyor::serve
   }
   const auto& body = std::get<conveyor::server::completion_body>(r);
   for (const auto& req : body.requests) {
+    const auto& params = req.params;
     // max_tokens 0 only with echo: the prompt alone is scored.
-    if ((req.max_tokens < 1 && !(req.max_tokens == 0 && req.echo)) || !(req.temperature >= 0 && req.temperature <= 2) ||
-        !(req.top_p > 0 && req.top_p <= 1) || req.top_k < 0 ||
+    if ((params.max_tokens < 1 && !(params.max_tokens == 0 && params.echo)) ||
+        !(params.temperature >= 0 && params.temperature <= 2) ||
+        !(params.top_p > 0 && params.top_p <= 1) || params.top_k < 0 ||
         (req.timeout_s && !(*req.timeout_s > 0 && std::isfinite(*req.timeout_s))))
       std::abort();
-    for (const auto& stop : req.stop)
+    for (const auto& stop : params.stop)
       if (stop.empty()) std::abort();
     // Accepted sampling fields are within their ranges and token ids within the vocabulary.
-    if (!(req.presence_penalty >= -2 && req.presence_penalty <= 2) ||
-        !(req.frequency_penalty >= -2 && req.frequency_penalty <= 2) ||
-        !(req.repetition_penalty > 0 && req.repetition_penalty <= 2) || req.min_tokens < 0 ||
-        req.min_tokens > req.max_tokens)
+    if (!(params.presence_penalty >= -2 && params.presence_penalty <= 2) ||
+        !(params.frequency_penalty >= -2 && params.frequency_penalty <= 2) ||
+        !(params.repetition_penalty > 0 && params.repetition_penalty <= 2) ||
+        params.min_tokens < 0 || params.min_tokens > params.max_tokens)
       std::abort();
-    for (const auto& b : req.logit_bias)
+    for (const auto& b : params.logit_bias)
       if (b.id < 0 || b.id >= 512 || !(b.bias >= -100 && b.bias <= 100)) std::abort();
-    for (auto id : req.stop_token_ids)
+    for (auto id : params.stop_token_ids)
       if (id < 0 || id >= 512) std::abort();
     for (auto id : req.prompt_tokens)
       if (id < 0 || id >= 512) std::abort();

@@ -33,7 +33,7 @@ void executor_core::set_clock(std::function<stamp()> clock) {
 
 std::unique_ptr<sequence> executor_core::make_sequence(sequence_request req) const {
   output_state output = outputs_.start(req);
-  token_sampler sampler = sampler_for(req.params, req.prompt, output.end_ids);
+  token_sampler sampler{req.params, req.prompt, output.end_ids};
   return std::make_unique<sequence>(std::move(req), std::move(sampler), std::move(output));
 }
 

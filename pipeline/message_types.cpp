@@ -11,7 +11,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   // Names are part of the wire protocol: server and workers must agree on them.
   cfg.add_message_type<generate_request>("conveyor::generate_request");
   cfg.add_message_type<sequence_request>("conveyor::sequence_request");
-  cfg.add_message_type<generation_params>("conveyor::generation_params");
+  cfg.add_message_type<sampling::sampling_params>("conveyor::sampling::sampling_params");
   cfg.add_message_type<request_times>("conveyor::request_times");
   cfg.add_message_type<token_chunk>("conveyor::token_chunk");
   cfg.add_message_type<request_result>("conveyor::request_result");

@@ -25,7 +25,7 @@ output_processor::output_processor(std::shared_ptr<const tokenizers::tokenizer> 
       context_(context),
       model_end_ids_(std::move(model_end_ids)) {}
 
-std::vector<int32_t> output_processor::end_ids_of(const generation_params& params) const {
+std::vector<int32_t> output_processor::end_ids_of(const sampling::sampling_params& params) const {
   std::vector<int32_t> ids = params.stop_token_ids;
   if (!params.ignore_eos) ids.insert(ids.end(), model_end_ids_.begin(), model_end_ids_.end());
   return ids;

@@ -47,7 +47,7 @@ class output_processor {
 
   /// The ids that end a sequence of `params`: its stop_token_ids (even with ignore_eos), then
   /// the model's end ids unless ignored.
-  std::vector<int32_t> end_ids_of(const generation_params& params) const;
+  std::vector<int32_t> end_ids_of(const sampling::sampling_params& params) const;
 
   /// The output state of a new sequence for `req`: its end ids, its text continuing after the
   /// prompt's last token, its stop strings (armed from the min_tokens-th token on).

@@ -10,8 +10,8 @@
 #include <caf/meta/type_name.hpp>
 
 #include "common/error.hpp"
-#include "common/sampling.hpp"
 #include "pipeline/timing.hpp"
+#include "sampling/sampling_params.hpp"
 
 namespace conveyor {
 
@@ -44,49 +44,6 @@ inline std::chrono::steady_clock::time_point to_time_point(stamp s) {
   return std::chrono::steady_clock::time_point{std::chrono::nanoseconds{s}};
 }
 
-/// Sampling and stopping of one request.
-struct generation_params {
-  int32_t max_tokens = sampling_defaults{}.max_tokens;
-  float temperature = sampling_defaults{}.temperature;
-  float top_p = sampling_defaults{}.top_p;
-  int32_t top_k = sampling_defaults{}.top_k;
-  uint64_t seed = 0;
-  std::vector<std::string> stop;
-  /// Generate exactly max_tokens, ignoring end tokens (benchmarks on random weights do).
-  bool ignore_eos = false;
-  // -- log-probabilities and echo --
-  /// Report each sampled token's log-probability with this many alternatives (0..20); -1: none.
-  int32_t logprobs = -1;
-  /// Also report the prompt tokens' log-probabilities under the raw model (with `logprobs`
-  /// alternatives each, at least 0).
-  bool prompt_logprobs = false;
-  /// The client gets the prompt back (echo): max_tokens may then be 0, a prefill alone.
-  bool echo = false;
-  // -- logit processing (sampling/logit_processor.hpp): penalties, bias, min_tokens, stop ids --
-  /// OpenAI's: subtracted once from the logit of every token generated so far, in [-2, 2].
-  float presence_penalty = 0;
-  /// OpenAI's: subtracted per occurrence among the generated tokens, in [-2, 2].
-  float frequency_penalty = 0;
-  /// vLLM's and transformers' multiplicative penalty over prompt and generated tokens; 1 is off.
-  float repetition_penalty = 1;
-  /// Added to the logits of these tokens before sampling.
-  std::vector<token_bias> logit_bias;
-  /// Until this many tokens are generated, end tokens and stop_token_ids cannot be sampled and
-  /// stop strings do not end the sequence.
-  int32_t min_tokens = 0;
-  /// Generating one of these ends the sequence with "stop" (its text is not output), even with
-  /// ignore_eos.
-  std::vector<int32_t> stop_token_ids;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, generation_params& x) {
-  return f(caf::meta::type_name("generation_params"), x.max_tokens, x.temperature, x.top_p, x.top_k,
-           x.seed, x.stop, x.ignore_eos, x.logprobs, x.prompt_logprobs, x.echo,
-           x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.logit_bias,
-           x.min_tokens, x.stop_token_ids);
-}
-
 /// Time stamps of one request's stages (0 = not reached).
 struct request_times {
   stamp arrival = 0;
@@ -113,7 +70,9 @@ struct generate_request {
   /// Whether tokenizing `prompt` puts BOS first; false for a rendered chat template that
   /// writes `bos_token` itself.
   bool add_bos = true;
-  generation_params params;
+  /// Sampling and stopping. The HTTP server's requests come with a seed (pipeline_backend draws
+  /// one when the client gave none), so that a request run again samples the same.
+  sampling::sampling_params params;
   /// Higher runs first; FIFO within one level.
   int32_t priority = 0;
   /// Seconds from arrival until the request expires; 0 uses the pipeline's default.
@@ -132,7 +91,7 @@ typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
 struct sequence_request {
   request_id id = 0;
   std::vector<int32_t> prompt;
-  generation_params params;
+  sampling::sampling_params params;
   int32_t priority = 0;
   /// Absolute deadline on the steady clock of the machine holding the request; 0 for none. It
   /// never crosses machines: a work_item carries what is left of it (deadline_left).

@@ -8,7 +8,7 @@
 
 namespace conveyor::pipeline {
 
-std::optional<std::string> check_request(const generation_params& p, double timeout_s) {
+std::optional<std::string> check_request(const sampling::sampling_params& p, double timeout_s) {
   // With echo, max_tokens 0 asks for the prompt alone (its log-probabilities).
   if (auto problem = max_tokens_problem(p.max_tokens);
       !problem.empty() && !(p.echo && p.max_tokens == 0))

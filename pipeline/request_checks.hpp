@@ -14,7 +14,7 @@ namespace conveyor::pipeline {
 
 /// The problem with `params` (against conveyor::sampling_limits) and `timeout_s` (seconds, 0
 /// for the default, at most `max_timeout_s`), or nullopt when the pipeline can run them.
-std::optional<std::string> check_request(const generation_params& params, double timeout_s);
+std::optional<std::string> check_request(const sampling::sampling_params& params, double timeout_s);
 
 /// The problem when a prompt of `prompt_tokens` tokens and `max_tokens` more do not fit in
 /// `context` tokens ("the prompt has 5 tokens and max_tokens is 510: together 515, more than the

@@ -5,11 +5,11 @@
 namespace conveyor::pipeline {
 
 token_sampler::token_sampler(const sampling::sampling_params& params,
-                             sampling::logit_settings settings, const std::vector<int32_t>& prompt,
-                             int32_t top_logprobs)
-    : sampler_(params), top_logprobs_(std::min(top_logprobs, sampling::max_top_logprobs)) {
-  if (settings.active())
-    processor_ = std::make_unique<sampling::logit_processor>(std::move(settings), prompt);
+                             const std::vector<int32_t>& prompt,
+                             const std::vector<int32_t>& end_ids)
+    : sampler_(params), top_logprobs_(std::min(params.logprobs, sampling::max_top_logprobs)) {
+  if (sampling::logit_processor::needed(params, end_ids))
+    processor_ = std::make_unique<sampling::logit_processor>(params, end_ids, prompt);
 }
 
 sampled_token token_sampler::sample(const float* logits, int32_t vocab,
@@ -26,17 +26,6 @@ sampled_token token_sampler::sample(const float* logits, int32_t vocab,
     picked.scores =
         sampling::sampled_logprobs(logits, vocab, sampler_.params(), picked.token, top_logprobs_);
   return picked;
-}
-
-token_sampler sampler_for(const generation_params& params, const std::vector<int32_t>& prompt,
-                          const std::vector<int32_t>& end_ids) {
-  const sampling::sampling_params drawing{params.temperature, params.top_p, params.top_k,
-                                          params.seed};
-  sampling::logit_settings settings{params.presence_penalty,   params.frequency_penalty,
-                                    params.repetition_penalty, params.logit_bias,
-                                    params.min_tokens,         {}};
-  if (settings.min_tokens > 0) settings.min_tokens_masked = end_ids;
-  return token_sampler{drawing, std::move(settings), prompt, params.logprobs};
 }
 
 }  // namespace conveyor::pipeline

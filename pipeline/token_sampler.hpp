@@ -28,12 +28,13 @@ struct sampled_token {
 /// executor's thread touches it.
 class token_sampler {
  public:
-  /// A sampler drawing as `params` says after the logit processing of `settings` (none when
-  /// they change nothing: rows are then not copied); `prompt` is the sequence's prompt (the
-  /// repetition penalty counts its tokens). With `top_logprobs` 0 or more, each pick comes
-  /// with its log-probability and that many alternatives (at most max_top_logprobs); -1: none.
-  token_sampler(const sampling::sampling_params& params, sampling::logit_settings settings,
-                const std::vector<int32_t>& prompt, int32_t top_logprobs);
+  /// A sampler drawing as `params` says, after the logit processing `params` asks for (none
+  /// when it changes nothing: rows are then not copied), for a sequence whose prompt is
+  /// `prompt` (the repetition penalty counts its tokens) and which ends on `end_ids` (min_tokens
+  /// keeps them from being sampled). With `params.logprobs` 0 or more, each pick comes with its
+  /// log-probability and that many alternatives (at most max_top_logprobs).
+  token_sampler(const sampling::sampling_params& params, const std::vector<int32_t>& prompt,
+                const std::vector<int32_t>& end_ids);
 
   /// Picks the next token from `logits`, the row of `vocab` logits after the sequence's last
   /// token; `logits` is left as it is, the processed copy is made in `scratch`. The
@@ -54,10 +55,5 @@ class token_sampler {
   int32_t top_logprobs_ = -1;
 };
 
-/// The sampler of a request's `params`, for a sequence whose prompt is `prompt` and which ends
-/// on `end_ids` (min_tokens keeps them from being sampled): the one place where a request's
-/// generation_params become the sampling library's settings.
-token_sampler sampler_for(const generation_params& params, const std::vector<int32_t>& prompt,
-                          const std::vector<int32_t>& end_ids);
 
 }  // namespace conveyor::pipeline

@@ -1,17 +1,22 @@
 #include "sampling/logit_processor.hpp"
 
 #include <limits>
+#include <utility>
 
 namespace conveyor::sampling {
 
-bool logit_settings::active() const {
-  return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 ||
-         !logit_bias.empty() || (min_tokens > 0 && !min_tokens_masked.empty());
+bool logit_processor::needed(const sampling_params& params,
+                             const std::vector<int32_t>& min_tokens_masked) {
+  return params.presence_penalty != 0 || params.frequency_penalty != 0 ||
+         params.repetition_penalty != 1 || !params.logit_bias.empty() ||
+         (params.min_tokens > 0 && !min_tokens_masked.empty());
 }
 
-logit_processor::logit_processor(logit_settings settings, const std::vector<int32_t>& prompt)
-    : settings_(std::move(settings)) {
-  if (settings_.repetition_penalty != 1)
+logit_processor::logit_processor(const sampling_params& params,
+                                 std::vector<int32_t> min_tokens_masked,
+                                 const std::vector<int32_t>& prompt)
+    : params_(params), min_tokens_masked_(std::move(min_tokens_masked)) {
+  if (params_.repetition_penalty != 1)
     for (auto t : prompt) mark_seen(t);
 }
 
@@ -25,8 +30,8 @@ void logit_processor::mark_seen(int32_t token) {
 
 void logit_processor::accept(int32_t token) {
   ++generated_;
-  if (settings_.presence_penalty != 0 || settings_.frequency_penalty != 0) ++counts_[token];
-  if (settings_.repetition_penalty != 1) mark_seen(token);
+  if (params_.presence_penalty != 0 || params_.frequency_penalty != 0) ++counts_[token];
+  if (params_.repetition_penalty != 1) mark_seen(token);
 }
 
 int32_t logit_processor::count(int32_t token) const {
@@ -35,11 +40,11 @@ int32_t logit_processor::count(int32_t token) const {
 }
 
 void logit_processor::apply(float* row, int32_t vocab) const {
-  const auto& s = settings_;
+  const auto& s = params_;
   for (const auto& b : s.logit_bias)
     if (b.id >= 0 && b.id < vocab) row[b.id] += b.bias;
   if (generated_ < s.min_tokens)
-    for (auto id : s.min_tokens_masked)
+    for (auto id : min_tokens_masked_)
       if (id >= 0 && id < vocab) row[id] = -std::numeric_limits<float>::infinity();
   if (s.repetition_penalty != 1) {
     const float p = s.repetition_penalty;

@@ -6,29 +6,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/sampling.hpp"
+#include "sampling/sampling_params.hpp"
 
 namespace conveyor::sampling {
-
-/// What one request asks of logit processing. The defaults change nothing.
-struct logit_settings {
-  /// Subtracted once from the logit of every token generated so far.
-  float presence_penalty = 0;
-  /// Subtracted from a token's logit once per time it was generated.
-  float frequency_penalty = 0;
-  /// Over tokens of the prompt and generated ones: a positive logit is divided by it, a negative
-  /// one multiplied; 1 is off.
-  float repetition_penalty = 1;
-  /// Added to the logits of these tokens (ids outside the row are skipped).
-  std::vector<token_bias> logit_bias;
-  /// While fewer tokens than this were generated, the `min_tokens_masked` ids get -inf.
-  int32_t min_tokens = 0;
-  /// The ids that cannot be sampled before min_tokens: the end ids and stop_token_ids.
-  std::vector<int32_t> min_tokens_masked;
-
-  /// Whether these settings change any logit (a processor is needed).
-  bool active() const;
-};
 
 /// Processes the logits of one sequence, step by step. It keeps the counts of the generated
 /// tokens and the set of tokens seen (prompt and generated) as they come, so a step costs
@@ -38,10 +18,17 @@ struct logit_settings {
 /// One instance per sequence; not thread-safe.
 class logit_processor {
  public:
-  /// A processor for a sequence whose prompt is `prompt`.
-  logit_processor(logit_settings settings, const std::vector<int32_t>& prompt);
+  /// Whether a request of `params` changes any logit (a processor is needed), with
+  /// `min_tokens_masked` the ids that cannot be sampled before min_tokens.
+  static bool needed(const sampling_params& params, const std::vector<int32_t>& min_tokens_masked);
 
-  /// Applies the settings to `row`, the `vocab` logits of the next token, in place.
+  /// A processor for a sequence of `params` (its penalties, logit_bias and min_tokens) whose
+  /// prompt is `prompt`. While fewer than min_tokens tokens were generated, the
+  /// `min_tokens_masked` ids get -inf: the end ids and stop_token_ids, which the caller knows.
+  logit_processor(const sampling_params& params, std::vector<int32_t> min_tokens_masked,
+                  const std::vector<int32_t>& prompt);
+
+  /// Applies the processing to `row`, the `vocab` logits of the next token, in place.
   void apply(float* row, int32_t vocab) const;
 
   /// Records that `token` was generated.
@@ -53,10 +40,12 @@ class logit_processor {
   /// How often `token` was generated.
   int32_t count(int32_t token) const;
 
-  const logit_settings& settings() const { return settings_; }
+  const sampling_params& params() const { return params_; }
 
  private:
-  logit_settings settings_;
+  sampling_params params_;
+  /// The ids that cannot be sampled before min_tokens.
+  std::vector<int32_t> min_tokens_masked_;
   /// Generated token -> times generated.
   std::unordered_map<int32_t, int32_t> counts_;
   /// Distinct tokens of the prompt and the generated ones (for the repetition penalty).

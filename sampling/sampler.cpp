@@ -73,7 +73,7 @@ void select_candidates(const float* logits, int32_t vocab, const sampling_params
   set.total = total;
 }
 
-sampler::sampler(const sampling_params& params) : params_(params), rng_(params.seed) {}
+sampler::sampler(const sampling_params& params) : params_(params), rng_(params.seed.value_or(0)) {}
 
 double sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);

@@ -6,22 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/sampling.hpp"
+#include "sampling/sampling_params.hpp"
 
 namespace conveyor::sampling {
-
-/// How one request picks its next token.
-struct sampling_params {
-  /// 0 means greedy (argmax); otherwise logits are divided by it before the softmax.
-  float temperature = sampling_defaults{}.temperature;
-  /// Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (1 = all).
-  float top_p = sampling_defaults{}.top_p;
-  /// Keep only the top_k most likely tokens (0 = all).
-  int32_t top_k = sampling_defaults{}.top_k;
-  /// Seed of this request's generator: the same seed gives the same tokens, whatever else
-  /// shares the batch.
-  uint64_t seed = 0;
-};
 
 /// Index of the largest value (the first one on ties).
 int32_t argmax(const float* logits, int32_t n);
@@ -46,13 +33,15 @@ struct candidate_set {
   float max_logit = 0.0f;
 };
 
-/// Fills `set` with the tokens that `params` (temperature > 0) keeps from `logits`.
+/// Fills `set` with the tokens that `params` (temperature > 0, top_k, top_p) keeps from `logits`.
 void select_candidates(const float* logits, int32_t vocab, const sampling_params& params,
                        candidate_set& set);
 
 /// Samples tokens for one request. Each request owns one, so sampling never depends on the batch.
 class sampler {
  public:
+  /// A sampler for a request of `params` (temperature, top_p, top_k; its generator seeded with
+  /// `seed`, 0 when absent).
   explicit sampler(const sampling_params& params);
 
   /// Picks the next token from one row of logits.

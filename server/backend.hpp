@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/sampling.hpp"
+#include "sampling/sampling_params.hpp"
 
 namespace conveyor {
 
@@ -24,58 +25,26 @@ namespace conveyor::server {
 // -- requests ------------------------------------------------------------------------------------
 
 /// One completion to run: a single prompt with its sampling settings. The server has validated
-/// every field (ranges below) and filled absent ones from `completion_backend::defaults()`.
+/// every field (ranges: conveyor::sampling_limits) and filled absent ones from
+/// `completion_backend::defaults()`.
 struct completion_request {
   /// The prompt text (UTF-8, may be empty).
   std::string prompt;
+  /// When not empty, the prompt as token ids, used as given (no BOS added); `prompt` is then
+  /// unused.
+  std::vector<int32_t> prompt_tokens;
   /// Whether the tokenizer adds its special tokens (BOS before the prompt): `add_special_tokens`
   /// of a completion; false for a rendered chat template, which writes `bos_token` itself when
   /// its model wants one.
   bool add_bos = true;
-  /// Most tokens to generate (limits of these four: conveyor::sampling_limits).
-  int32_t max_tokens = sampling_defaults{}.max_tokens;
-  /// Sampling temperature; 0 means greedy.
-  float temperature = sampling_defaults{}.temperature;
-  /// Nucleus sampling mass; 1 disables it.
-  float top_p = sampling_defaults{}.top_p;
-  /// Sample from the k most likely tokens; 0 disables it.
-  int32_t top_k = sampling_defaults{}.top_k;
-  /// Seed of this request's sampler; absent means any.
-  std::optional<uint64_t> seed;
-  /// Stop strings (none empty); generation ends before the first one that appears.
-  std::vector<std::string> stop;
+  /// Sampling and stopping, as the pipeline and the sampler take them. An absent seed means
+  /// any; log-probabilities are reported through `completion_step::logprobs`.
+  sampling::sampling_params params;
   /// Scheduling priority; higher runs earlier. 0 is normal.
   int32_t priority = 0;
   /// Deadline in seconds from arrival, in (0, max_timeout_s] (common/deadline.hpp); absent means
   /// the backend's own limit.
   std::optional<double> timeout_s;
-  // -- log-probabilities and echo --
-  /// Report each generated token's log-probability with this many alternatives (0..20), through
-  /// `completion_step::logprobs`; -1: none.
-  int32_t logprobs = -1;
-  /// Also report the prompt tokens' log-probabilities (the first has none: NaN).
-  bool prompt_logprobs = false;
-  /// The prompt is returned before the completion (`echo`): max_tokens may then be 0, which
-  /// only prefills the prompt.
-  bool echo = false;
-  // -- sampling fields: penalties, bias, min_tokens, stop ids, token prompts --
-  /// OpenAI's presence penalty over generated tokens, in [-2, 2].
-  float presence_penalty = 0;
-  /// OpenAI's frequency penalty over generated tokens, in [-2, 2].
-  float frequency_penalty = 0;
-  /// Multiplicative penalty over prompt and generated tokens (vLLM's), in (0, 2]; 1 is off.
-  float repetition_penalty = 1;
-  /// Token id and the bias added to its logit, in [-100, 100]; ids within the vocabulary.
-  std::vector<token_bias> logit_bias;
-  /// Tokens to generate before end tokens, stop_token_ids and stop strings may end it.
-  int32_t min_tokens = 0;
-  /// Ids that end the completion with "stop" when generated (their text is not output).
-  std::vector<int32_t> stop_token_ids;
-  /// Generate until max_tokens, whatever end tokens the model produces.
-  bool ignore_eos = false;
-  /// When not empty, the prompt as token ids, used as given (no BOS added); `prompt` is then
-  /// unused.
-  std::vector<int32_t> prompt_tokens;
 };
 
 /// Values the server uses for fields that a request leaves out (`conveyor serve` sets them from

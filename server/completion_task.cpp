@@ -31,13 +31,13 @@ std::optional<std::string> completion_task::submit(
     const std::function<completion_events(std::size_t index)>& events_for) {
   for (std::size_t i = 0; i < requests.size() && i < choices_.size(); ++i) {
     auto& choice = choices_[i];
-    choice.echo = requests[i].echo;
+    choice.echo = requests[i].params.echo;
     // A token-id prompt echoes as its text (what /detokenize gives).
     if (choice.echo)
       choice.echo_text = requests[i].prompt_tokens.empty()
                              ? requests[i].prompt
                              : backend.detokenize(requests[i].prompt_tokens);
-    choice.logprobs = requests[i].logprobs >= 0;
+    choice.logprobs = requests[i].params.logprobs >= 0;
     choice.offset = utf8_code_points(choice.echo_text);
     try {
       // Events are posted onto the connection's strand, so this task is still here when the

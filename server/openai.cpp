@@ -107,14 +107,14 @@ completion_body parse_object(const json& obj, const completion_defaults& default
   }
   auto proto = parse_sampling(*fields, defaults);
   if (fields == &without_max_tokens) {
-    proto.max_tokens = 0;
+    proto.params.max_tokens = 0;
     // min_tokens was checked against the default limit: the prompt alone generates nothing.
-    if (auto problem = min_tokens_problem(proto.min_tokens, 0); !problem.empty())
+    if (auto problem = min_tokens_problem(proto.params.min_tokens, 0); !problem.empty())
       fail("min_tokens", "'min_tokens' " + problem);
   }
-  proto.echo = echo;
-  proto.logprobs = logprobs ? int32_t(*logprobs) : -1;
-  proto.prompt_logprobs = echo && logprobs;
+  proto.params.echo = echo;
+  proto.params.logprobs = logprobs ? int32_t(*logprobs) : -1;
+  proto.params.prompt_logprobs = echo && logprobs;
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();

@@ -99,7 +99,7 @@ completion_body parse_chat_object(const json& obj, const completion_defaults& de
   auto top = get_integer(obj, "top_logprobs", 0, 20);
   if (top && !logprobs)
     fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-  proto.logprobs = logprobs ? int32_t(top.value_or(0)) : -1;
+  proto.params.logprobs = logprobs ? int32_t(top.value_or(0)) : -1;
   completion_body result;
   parse_stream(obj, result);
   if (auto* model = find(obj, "model")) result.model = model->get<std::string>();

@@ -122,31 +122,31 @@ completion_request parse_sampling(const json& obj, const completion_defaults& de
   // were checked against the same limits when the configuration loaded.
   using limits = sampling_limits;
   completion_request proto;
-  proto.max_tokens = static_cast<int32_t>(
+  proto.params.max_tokens = static_cast<int32_t>(
       get_integer(obj, max_tokens_field, limits::min_max_tokens, limits::max_max_tokens)
           .value_or(defaults.max_tokens));
-  proto.temperature = defaults.temperature;
+  proto.params.temperature = defaults.temperature;
   if (auto temperature = get_number(obj, "temperature")) {
     if (auto problem = temperature_problem(*temperature); !problem.empty())
       fail("temperature", "'temperature' " + problem);
-    proto.temperature = static_cast<float>(*temperature);
+    proto.params.temperature = static_cast<float>(*temperature);
   }
-  proto.top_p = defaults.top_p;
+  proto.params.top_p = defaults.top_p;
   if (auto top_p = get_number(obj, "top_p")) {
     if (auto problem = top_p_problem(*top_p); !problem.empty()) fail("top_p", "'top_p' " + problem);
-    proto.top_p = static_cast<float>(*top_p);
+    proto.params.top_p = static_cast<float>(*top_p);
   }
-  proto.top_k = static_cast<int32_t>(
+  proto.params.top_k = static_cast<int32_t>(
       get_integer(obj, "top_k", limits::min_top_k, limits::max_top_k).value_or(defaults.top_k));
   if (auto* seed = find(obj, "seed")) {
     // Any 64-bit integer; negative seeds keep their two's-complement bits.
     if (seed->is_number_unsigned())
-      proto.seed = seed->get<uint64_t>();
+      proto.params.seed = seed->get<uint64_t>();
     else
-      proto.seed = static_cast<uint64_t>(*get_integer(
+      proto.params.seed = static_cast<uint64_t>(*get_integer(
           obj, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
   }
-  proto.stop = get_stop(obj);
+  proto.params.stop = get_stop(obj);
   proto.priority =
       static_cast<int32_t>(get_integer(obj, "priority", std::numeric_limits<int32_t>::min(),
                                        std::numeric_limits<int32_t>::max())
@@ -178,7 +178,7 @@ void add_choices(const completion_request& proto, std::size_t n, completion_body
   for (std::size_t i = 0; i < n; ++i) {
     body.requests.push_back(proto);
     // Wraps around like the 64-bit seed it is.
-    if (proto.seed) body.requests.back().seed = *proto.seed + i;
+    if (proto.params.seed) body.requests.back().params.seed = *proto.params.seed + i;
   }
 }
 
@@ -217,8 +217,8 @@ int32_t get_token_id(const json& j, int32_t vocab_size, const std::string& param
 void parse_logit_fields(const json& obj, const completion_defaults& defaults,
                         completion_request& proto) {
   using limits = sampling_limits;
-  for (auto [name, field] : {std::pair{"presence_penalty", &proto.presence_penalty},
-                             std::pair{"frequency_penalty", &proto.frequency_penalty}})
+  for (auto [name, field] : {std::pair{"presence_penalty", &proto.params.presence_penalty},
+                             std::pair{"frequency_penalty", &proto.params.frequency_penalty}})
     if (auto v = get_number(obj, name)) {
       if (auto problem = penalty_problem(*v); !problem.empty())
         fail(name, quoted(name) + " " + problem);
@@ -227,7 +227,7 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
   if (auto v = get_number(obj, "repetition_penalty")) {
     if (auto problem = repetition_penalty_problem(*v); !problem.empty())
       fail("repetition_penalty", "'repetition_penalty' " + problem);
-    proto.repetition_penalty = static_cast<float>(*v);
+    proto.params.repetition_penalty = static_cast<float>(*v);
   }
   if (auto* bias = find(obj, "logit_bias")) {
     if (!bias->is_object())
@@ -263,7 +263,8 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
         fail(param, "'logit_bias' keys \"" + earlier->second + "\" and \"" + key +
                         "\" are the same token id " + std::to_string(id) +
                         ": give each token once");
-      proto.logit_bias.push_back(token_bias{static_cast<int32_t>(id), static_cast<float>(b)});
+      proto.params.logit_bias.push_back(
+          sampling::token_bias{static_cast<int32_t>(id), static_cast<float>(b)});
     }
   }
   if (auto* ids = find(obj, "stop_token_ids")) {
@@ -275,15 +276,15 @@ void parse_logit_fields(const json& obj, const completion_defaults& defaults,
                                  " ids, at most " + std::to_string(limits::max_stop_token_ids) +
                                  " are allowed");
     for (std::size_t i = 0; i < ids->size(); ++i)
-      proto.stop_token_ids.push_back(get_token_id((*ids)[i], defaults.vocab_size,
-                                                  "stop_token_ids[" + std::to_string(i) + "]"));
+      proto.params.stop_token_ids.push_back(get_token_id(
+          (*ids)[i], defaults.vocab_size, "stop_token_ids[" + std::to_string(i) + "]"));
   }
   if (auto min = get_integer(obj, "min_tokens", 0, std::numeric_limits<int32_t>::max())) {
-    if (auto problem = min_tokens_problem(*min, proto.max_tokens); !problem.empty())
+    if (auto problem = min_tokens_problem(*min, proto.params.max_tokens); !problem.empty())
       fail("min_tokens", "'min_tokens' " + problem);
-    proto.min_tokens = static_cast<int32_t>(*min);
+    proto.params.min_tokens = static_cast<int32_t>(*min);
   }
-  proto.ignore_eos = get_bool(obj, "ignore_eos").value_or(false);
+  proto.params.ignore_eos = get_bool(obj, "ignore_eos").value_or(false);
 }
 
 void parse_stream(const json& obj, completion_body& result) {

@@ -11,12 +11,12 @@
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
 #include "common/install_dirs.hpp"
-#include "common/sampling.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 #include "pipeline/request_checks.hpp"
+#include "sampling/sampling_params.hpp"
 
 namespace conveyor::app {
 
@@ -24,13 +24,15 @@ namespace {
 
 struct generate_options {
   std::string prompt;
-  /// generate's own default (run.c's 256 steps); the sampling defaults are everyone's.
-  int32_t max_tokens = 256;
-  float temperature = sampling_defaults{}.temperature;
-  float top_p = sampling_defaults{}.top_p;
-  int32_t top_k = sampling_defaults{}.top_k;
+  /// The flags bind to these fields. max_tokens has generate's own default (run.c's 256 steps);
+  /// the other defaults are everyone's.
+  sampling::sampling_params params = [] {
+    sampling::sampling_params p;
+    p.max_tokens = 256;
+    return p;
+  }();
+  /// -1: a random seed.
   int64_t seed = -1;
-  std::vector<std::string> stop;
   std::string model{default_model_path};
   std::string tokenizer;
   int64_t threads = 0;
@@ -39,7 +41,6 @@ struct generate_options {
   bool bf16_inputs = false;
   int32_t context = 0;
   bool show_tokens = false;
-  bool ignore_eos = false;
   std::string log_level = "warn";
 };
 
@@ -50,13 +51,7 @@ int fail(const std::string& message) {
 
 int run_generate(const generate_options& o) {
   setup_logging(o.log_level);
-  generation_params params;
-  params.max_tokens = o.max_tokens;
-  params.temperature = o.temperature;
-  params.top_p = o.top_p;
-  params.top_k = o.top_k;
-  params.stop = o.stop;
-  params.ignore_eos = o.ignore_eos;
+  sampling::sampling_params params = o.params;
   params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   // The limits of a request's fields (conveyor::sampling_limits), before anything loads.
   if (auto problem = pipeline::check_request(params, 0)) return fail(*problem);
@@ -94,7 +89,7 @@ int run_generate(const generate_options& o) {
   auto prompt = (*tok)->encode(o.prompt, true);
   if (!prompt) return fail(message_of(prompt.error()));
   req.prompt = std::move(*prompt);
-  if (auto problem = pipeline::check_context(req.prompt.size(), o.max_tokens, (*m)->context()))
+  if (auto problem = pipeline::check_context(req.prompt.size(), params.max_tokens, (*m)->context()))
     return fail(*problem);
   req.params = std::move(params);
   req.times.arrival = now_stamp();
@@ -144,20 +139,21 @@ command_fn add_generate(CLI::App& app) {
                                  "is produced (the prompt first); tokens/s on stderr");
   cmd->add_option("--prompt,-p", o->prompt, "The prompt text")->required();
   // The limits of these four are checked by run_generate, the same as a request's.
-  cmd->add_option("--max-tokens,-n", o->max_tokens,
+  cmd->add_option("--max-tokens,-n", o->params.max_tokens,
                   "Most tokens to generate; the prompt and these must fit in the context")
       ->capture_default_str();
-  cmd->add_option("--temperature,-t", o->temperature, "Sampling temperature in [0, 2]; 0 is greedy")
+  cmd->add_option("--temperature,-t", o->params.temperature,
+                  "Sampling temperature in [0, 2]; 0 is greedy")
       ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p,
+  cmd->add_option("--top-p", o->params.top_p,
                   "Nucleus sampling: keep the most likely tokens whose "
                   "probability adds up to P, in (0, 1] (1 keeps all)")
       ->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "Keep only the K most likely tokens (0 keeps all)")
+  cmd->add_option("--top-k", o->params.top_k, "Keep only the K most likely tokens (0 keeps all)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the sampler (default: random)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--stop", o->stop, "Stop before this text (may be repeated)");
+  cmd->add_option("--stop", o->params.stop, "Stop before this text (may be repeated)");
   cmd->add_option("--model,-m", o->model,
                   "A Hugging Face model directory (config.json, safetensors, tokenizer.json), a "
                   "llama2.c checkpoint, or synthetic:s15m / synthetic:s42m (random weights)")
@@ -181,7 +177,7 @@ command_fn add_generate(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   add_threads_option(*cmd, o->threads, "Compute threads (default 0: every core, one for a model too small to share a step)");
   cmd->add_flag("--show-tokens", o->show_tokens, "Print the generated token ids on stderr");
-  cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
+  cmd->add_flag("--ignore-eos", o->params.ignore_eos, "Generate exactly --max-tokens tokens");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();

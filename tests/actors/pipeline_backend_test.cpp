@@ -109,8 +109,8 @@ class pipeline_backend_test : public ::testing::Test {
   server::completion_request greedy() {
     server::completion_request r;
     r.prompt = "Once upon a time";
-    r.max_tokens = int32_t(test::load_expected_run().generated().size());
-    r.temperature = 0;
+    r.params.max_tokens = int32_t(test::load_expected_run().generated().size());
+    r.params.temperature = 0;
     return r;
   }
 
@@ -236,7 +236,7 @@ TEST_F(pipeline_backend_test, a_prompt_the_tokenizer_cannot_finish_fails_with_it
   heard refused;
   server::completion_request r;
   r.prompt = std::string(40, 'a') + "!";
-  r.max_tokens = 4;
+  r.params.max_tokens = 4;
   auto request = backend_of_it.submit(r, refused.events());
   const auto ends = refused.wait_for_end();
   ASSERT_EQ(ends.size(), 1u);

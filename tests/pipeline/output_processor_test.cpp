@@ -28,14 +28,14 @@ class output_processor_test : public ::testing::Test {
   }
 
   // A sequence as the executor builds it, its prompt complete (position after the prompt).
-  std::unique_ptr<sequence> make(generation_params p,
+  std::unique_ptr<sequence> make(sampling::sampling_params p,
                                  std::vector<int32_t> prompt = {tok::bos, tok::bang}) {
     sequence_request r;
     r.id = next_id++;
     r.prompt = std::move(prompt);
     r.params = std::move(p);
     output_state output = active->start(r);
-    token_sampler sampler = sampler_for(r.params, r.prompt, output.end_ids);
+    token_sampler sampler{r.params, r.prompt, output.end_ids};
     auto s = std::make_unique<sequence>(std::move(r), std::move(sampler), std::move(output));
     s->schedule.position = int32_t(s->req.prompt.size());
     return s;
@@ -75,8 +75,8 @@ class output_processor_test : public ::testing::Test {
     return r;
   }
 
-  static generation_params with_max_tokens(int32_t n) {
-    generation_params p;
+  static sampling::sampling_params with_max_tokens(int32_t n) {
+    sampling::sampling_params p;
     p.max_tokens = n;
     return p;
   }
@@ -99,7 +99,7 @@ class output_processor_test : public ::testing::Test {
 }  // namespace
 
 TEST_F(output_processor_test, end_ids_are_the_stop_token_ids_then_the_models_unless_ignored) {
-  generation_params p;
+  sampling::sampling_params p;
   p.stop_token_ids = {7, 9};
   EXPECT_EQ(processor.end_ids_of(p), (std::vector<int32_t>{7, 9, tok::eos}));
   p.ignore_eos = true;

@@ -108,7 +108,7 @@ TEST(request_ledger, a_lost_executors_requests_run_again_fail_or_end_cancelled) 
 }
 
 TEST(request_checks, each_problem_is_named) {
-  generation_params p;
+  sampling::sampling_params p;
   EXPECT_EQ(check_request(p, 0), std::nullopt);
   p.max_tokens = 0;
   EXPECT_EQ(check_request(p, 0), "max_tokens must be at least 1, got 0");
@@ -140,7 +140,7 @@ TEST(request_checks, generation_defaults_are_the_shipped_configurations) {
   // config/conveyor.toml, a file outside the code, says what a request that sets nothing gets.
   auto shipped = config::load_file(std::string{CONVEYOR_SOURCE_DIR} + "/config/conveyor.toml");
   ASSERT_TRUE(shipped) << message_of(shipped.error());
-  const generation_params p;
+  const sampling::sampling_params p;
   EXPECT_EQ(p.max_tokens, shipped->generation.max_tokens);
   EXPECT_EQ(p.temperature, shipped->generation.temperature);
   EXPECT_EQ(p.top_p, shipped->generation.top_p);

@@ -30,7 +30,7 @@ class scheduler_test : public ::testing::Test {
     r.params.max_tokens = 10;
     r.params.prompt_logprobs = prompt_logprobs;
     output_state output = outputs.start(r);
-    token_sampler sampler = sampler_for(r.params, r.prompt, output.end_ids);
+    token_sampler sampler{r.params, r.prompt, output.end_ids};
     return std::make_unique<sequence>(std::move(r), std::move(sampler), std::move(output));
   }
 

@@ -1,6 +1,6 @@
 // The token sampler of one sequence, alone: its own seeded generator (the same picks whatever
-// else is sampled between them), logit processing on a copy of the row, the settings a request's
-// generation_params give it (sampler_for), and the log-probabilities of the row it drew from.
+// else is sampled between them), logit processing on a copy of the row, the request's settings,
+// and the log-probabilities of the row it drew from.
 #include <cmath>
 #include <vector>
 
@@ -22,15 +22,15 @@ std::vector<float> row_of(int step) {
   return row;
 }
 
-generation_params random_sampling(uint64_t seed) {
-  generation_params p;
+sampling::sampling_params random_sampling(uint64_t seed) {
+  sampling::sampling_params p;
   p.temperature = 1.0f;
   p.seed = seed;
   return p;
 }
 
-generation_params greedy() {
-  generation_params p;
+sampling::sampling_params greedy() {
+  sampling::sampling_params p;
   p.temperature = 0;
   return p;
 }
@@ -49,11 +49,11 @@ std::vector<int32_t> draw(token_sampler& s, int count, int first_step = 0) {
 
 TEST(token_sampler, a_seed_gives_the_same_tokens_whatever_is_sampled_between) {
   const std::vector<int32_t> prompt = {1, 3};
-  auto alone = sampler_for(random_sampling(42), prompt, {});
+  auto alone = token_sampler(random_sampling(42), prompt, {});
   const auto want = draw(alone, 40);
   // The same seed, with another sequence's sampler drawing from the same rows in between.
-  auto first = sampler_for(random_sampling(42), prompt, {});
-  auto other = sampler_for(random_sampling(7), prompt, {});
+  auto first = token_sampler(random_sampling(42), prompt, {});
+  auto other = token_sampler(random_sampling(7), prompt, {});
   std::vector<float> scratch;
   std::vector<int32_t> got, others;
   for (int i = 0; i < 40; ++i) {
@@ -67,7 +67,7 @@ TEST(token_sampler, a_seed_gives_the_same_tokens_whatever_is_sampled_between) {
 }
 
 TEST(token_sampler, greedy_picks_the_largest_logit) {
-  auto s = sampler_for(greedy(), {1}, {});
+  auto s = token_sampler(greedy(), {1}, {});
   std::vector<float> row(vocab, 0.0f);
   row[17] = 3.0f;
   row[5] = 2.5f;
@@ -80,7 +80,7 @@ TEST(token_sampler, greedy_picks_the_largest_logit) {
 TEST(token_sampler, logit_bias_changes_a_copy_of_the_row) {
   auto p = greedy();
   p.logit_bias = {{5, 1.0f}};
-  auto s = sampler_for(p, {1}, {});
+  auto s = token_sampler(p, {1}, {});
   EXPECT_TRUE(s.processes_logits());
   std::vector<float> row(vocab, 0.0f);
   row[17] = 3.0f;
@@ -95,7 +95,7 @@ TEST(token_sampler, logit_bias_changes_a_copy_of_the_row) {
 TEST(token_sampler, presence_penalty_counts_the_tokens_it_picked) {
   auto p = greedy();
   p.presence_penalty = 1.0f;
-  auto s = sampler_for(p, {1}, {});
+  auto s = token_sampler(p, {1}, {});
   std::vector<float> row(vocab, -5.0f);
   row[3] = 1.0f;
   row[4] = 0.5f;
@@ -110,7 +110,7 @@ TEST(token_sampler, min_tokens_keeps_the_end_ids_out_until_reached) {
   p.min_tokens = 2;
   p.stop_token_ids = {9};
   const std::vector<int32_t> end_ids = {9, 2};
-  auto s = sampler_for(p, {1}, end_ids);
+  auto s = token_sampler(p, {1}, end_ids);
   std::vector<float> row(vocab, 0.0f);
   row[2] = 5.0f;
   row[9] = 4.0f;
@@ -120,18 +120,18 @@ TEST(token_sampler, min_tokens_keeps_the_end_ids_out_until_reached) {
   EXPECT_EQ(s.sample(row.data(), vocab, scratch).token, 11);
   EXPECT_EQ(s.sample(row.data(), vocab, scratch).token, 2);
   // Without min_tokens the end ids are not masked at all.
-  auto free = sampler_for(greedy(), {1}, end_ids);
+  auto free = token_sampler(greedy(), {1}, end_ids);
   EXPECT_FALSE(free.processes_logits());
   EXPECT_EQ(free.sample(row.data(), vocab, scratch).token, 2);
 }
 
-TEST(token_sampler, sampler_for_carries_the_drawing_settings) {
-  generation_params p;
+TEST(token_sampler, draws_with_the_request_settings) {
+  sampling::sampling_params p;
   p.temperature = 0.7f;
   p.top_p = 0.9f;
   p.top_k = 12;
   p.seed = 99;
-  auto s = sampler_for(p, {1}, {});
+  auto s = token_sampler(p, {1}, {});
   EXPECT_FLOAT_EQ(s.params().temperature, 0.7f);
   EXPECT_FLOAT_EQ(s.params().top_p, 0.9f);
   EXPECT_EQ(s.params().top_k, 12);
@@ -142,13 +142,13 @@ TEST(token_sampler, log_probabilities_only_when_asked_and_of_the_processed_row) 
   std::vector<float> row(vocab, 0.0f);
   row[17] = 2.0f;
   std::vector<float> scratch;
-  auto none = sampler_for(greedy(), {1}, {});
+  auto none = token_sampler(greedy(), {1}, {});
   EXPECT_FALSE(none.sample(row.data(), vocab, scratch).scores);
 
   auto p = greedy();
   p.logprobs = 2;
   p.logit_bias = {{4, 3.0f}};
-  auto s = sampler_for(p, {1}, {});
+  auto s = token_sampler(p, {1}, {});
   const auto picked = s.sample(row.data(), vocab, scratch);
   EXPECT_EQ(picked.token, 4);
   ASSERT_TRUE(picked.scores);
@@ -164,7 +164,7 @@ TEST(token_sampler, log_probabilities_only_when_asked_and_of_the_processed_row) 
   // More alternatives than OpenAI's limit are capped at it.
   auto many = greedy();
   many.logprobs = 50;
-  auto capped = sampler_for(many, {1}, {});
+  auto capped = token_sampler(many, {1}, {});
   EXPECT_EQ(capped.sample(row.data(), vocab, scratch).scores->top.size(),
             size_t(sampling::max_top_logprobs));
 }

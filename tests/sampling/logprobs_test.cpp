@@ -11,8 +11,10 @@
 #include "sampling/logprobs.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
+#include "tests/support/sampling_params.hpp"
 
 using namespace conveyor::sampling;
+using conveyor::test::sampling_of;
 using namespace conveyor::model;
 
 namespace {
@@ -33,7 +35,7 @@ constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 TEST(logprobs, temperature_zero_is_log_softmax_of_the_row) {
   std::vector<float> row{0.5f, -1.25f, 3.0f, 2.0f, 3.0f, -7.0f};
   auto ref = reference_log_softmax(row);
-  auto s = sampled_logprobs(row.data(), 6, {0.0f, 1.0f, 0, 1}, 1, 4);
+  auto s = sampled_logprobs(row.data(), 6, sampling_of(0.0f, 1.0f, 0, 1), 1, 4);
   EXPECT_EQ(s.chosen.id, 1);
   EXPECT_NEAR(s.chosen.logprob, ref[1], 1e-6);
   // Most likely first, the lower id first on the tie of 2 and 4.
@@ -53,7 +55,7 @@ TEST(logprobs, temperature_zero_is_log_softmax_of_the_row) {
 TEST(logprobs, temperature_scales_the_logits) {
   std::vector<float> row{0.5f, -1.25f, 3.0f, 2.0f};
   auto ref = reference_log_softmax(row, 0.7);
-  auto s = sampled_logprobs(row.data(), 4, {0.7f, 1.0f, 0, 1}, 3, 20);
+  auto s = sampled_logprobs(row.data(), 4, sampling_of(0.7f, 1.0f, 0, 1), 3, 20);
   EXPECT_NEAR(s.chosen.logprob, ref[3], 1e-6);
   ASSERT_EQ(s.top.size(), 4u);  // no more than the vocabulary
   for (const auto& t : s.top) EXPECT_NEAR(t.logprob, ref[t.id], 1e-6);
@@ -62,7 +64,7 @@ TEST(logprobs, temperature_scales_the_logits) {
 TEST(logprobs, top_k_renormalises_over_the_kept_tokens) {
   std::vector<float> row{1.0f, 4.0f, 3.0f, 0.0f, 2.0f};
   // top_k 2 keeps 1 and 2: probabilities e^4/(e^4+e^3), e^3/(e^4+e^3) at temperature 1.
-  auto s = sampled_logprobs(row.data(), 5, {1.0f, 1.0f, 2, 1}, 2, 3);
+  auto s = sampled_logprobs(row.data(), 5, sampling_of(1.0f, 1.0f, 2, 1), 2, 3);
   const double log_z = std::log(std::exp(4.0) + std::exp(3.0));
   EXPECT_NEAR(s.chosen.logprob, 3.0 - log_z, 1e-6);
   ASSERT_EQ(s.top.size(), 3u);
@@ -71,13 +73,14 @@ TEST(logprobs, top_k_renormalises_over_the_kept_tokens) {
   EXPECT_EQ(s.top[1].id, 2);
   EXPECT_EQ(s.top[2].id, 4);
   EXPECT_EQ(s.top[2].logprob, minus_inf);
-  EXPECT_EQ(sampled_logprobs(row.data(), 5, {1.0f, 1.0f, 2, 1}, 3, 0).chosen.logprob, minus_inf);
+  EXPECT_EQ(sampled_logprobs(row.data(), 5, sampling_of(1.0f, 1.0f, 2, 1), 3, 0).chosen.logprob,
+            minus_inf);
 }
 
 TEST(logprobs, top_p_renormalises_over_the_nucleus) {
   // Probabilities 0.6, 0.3, 0.1 at temperature 1: top_p 0.8 keeps the first two.
   std::vector<float> row{std::log(0.3f), std::log(0.1f), std::log(0.6f)};
-  auto s = sampled_logprobs(row.data(), 3, {1.0f, 0.8f, 0, 1}, 0, 3);
+  auto s = sampled_logprobs(row.data(), 3, sampling_of(1.0f, 0.8f, 0, 1), 0, 3);
   EXPECT_NEAR(s.chosen.logprob, std::log(0.3 / 0.9), 1e-6);
   ASSERT_EQ(s.top.size(), 3u);
   EXPECT_EQ(s.top[0].id, 2);
@@ -87,7 +90,7 @@ TEST(logprobs, top_p_renormalises_over_the_nucleus) {
   EXPECT_EQ(s.top[2].logprob, minus_inf);
   // top_k and top_p together, at temperature 2: top_k 3 of 4, then the nucleus of those.
   std::vector<float> four{2.0f, 0.0f, 1.0f, -3.0f};
-  auto both = sampled_logprobs(four.data(), 4, {2.0f, 0.5f, 3, 1}, 0, 4);
+  auto both = sampled_logprobs(four.data(), 4, sampling_of(2.0f, 0.5f, 3, 1), 0, 4);
   // At temperature 2 the three kept have weights e^1, e^0.5, e^0: the first alone has
   // e/(e+e^.5+1) = 0.506 >= 0.5, so it alone is kept, with probability 1.
   EXPECT_NEAR(both.chosen.logprob, 0.0, 1e-7);
@@ -98,8 +101,8 @@ TEST(logprobs, agree_with_what_the_sampler_draws) {
   // Every token the sampler draws is kept, and its frequency follows exp(logprob).
   std::vector<float> row;
   for (int i = 0; i < 40; ++i) row.push_back(float(std::sin(i * 1.7) * 3.0));
-  for (auto params : {sampling_params{0.8f, 1.0f, 0, 5}, sampling_params{1.3f, 1.0f, 7, 6},
-                      sampling_params{1.0f, 0.7f, 0, 7}, sampling_params{0.9f, 0.9f, 10, 8}}) {
+  for (auto params : {sampling_of(0.8f, 1.0f, 0, 5), sampling_of(1.3f, 1.0f, 7, 6),
+                      sampling_of(1.0f, 0.7f, 0, 7), sampling_of(0.9f, 0.9f, 10, 8)}) {
     sampler s(params);
     std::map<int32_t, int> counts;
     const int draws = 40000;

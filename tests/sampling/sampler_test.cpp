@@ -8,27 +8,29 @@
 #include "model/causal_lm.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
+#include "tests/support/sampling_params.hpp"
 
 using namespace conveyor;
 using namespace conveyor::sampling;
+using conveyor::test::sampling_of;
 using namespace conveyor::model;
 
 TEST(sampler, greedy_is_argmax_first_on_ties) {
   std::vector<float> logits{0.1f, 3.0f, -1.0f, 3.0f};
-  sampler s({0.0f, 1.0f, 0, 42});
+  sampler s(sampling_of(0.0f, 1.0f, 0, 42));
   EXPECT_EQ(s.sample(logits.data(), 4), 1);
   EXPECT_EQ(argmax(logits.data(), 4), 1);
 }
 
 TEST(sampler, top_k_one_is_greedy) {
   std::vector<float> logits{0.1f, 0.5f, 2.0f, 1.9f};
-  sampler s({1.0f, 1.0f, 1, 7});
+  sampler s(sampling_of(1.0f, 1.0f, 1, 7));
   for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(logits.data(), 4), 2);
 }
 
 TEST(sampler, top_k_keeps_only_the_k_best) {
   std::vector<float> logits{5.0f, 4.9f, 4.8f, 0.0f, 0.0f, 0.0f};
-  sampler s({2.0f, 1.0f, 2, 3});
+  sampler s(sampling_of(2.0f, 1.0f, 2, 3));
   std::set<int32_t> seen;
   for (int i = 0; i < 500; ++i) seen.insert(s.sample(logits.data(), 6));
   EXPECT_EQ(seen, (std::set<int32_t>{0, 1}));
@@ -37,7 +39,7 @@ TEST(sampler, top_k_keeps_only_the_k_best) {
 TEST(sampler, top_p_cuts_the_tail) {
   // Probabilities ~ 0.6, 0.3, 0.1 at temperature 1: top_p 0.8 keeps the first two.
   std::vector<float> logits{std::log(0.6f), std::log(0.3f), std::log(0.1f)};
-  sampler s({1.0f, 0.8f, 0, 11});
+  sampler s(sampling_of(1.0f, 0.8f, 0, 11));
   std::map<int32_t, int> counts;
   for (int i = 0; i < 3000; ++i) ++counts[s.sample(logits.data(), 3)];
   EXPECT_EQ(counts.count(2), 0u);
@@ -47,7 +49,7 @@ TEST(sampler, top_p_cuts_the_tail) {
 
 TEST(sampler, temperature_follows_the_softmax) {
   std::vector<float> logits{0.0f, std::log(3.0f)};  // p = 0.25, 0.75 at temperature 1
-  sampler s({1.0f, 1.0f, 0, 5});
+  sampler s(sampling_of(1.0f, 1.0f, 0, 5));
   int ones = 0;
   for (int i = 0; i < 4000; ++i) ones += s.sample(logits.data(), 2);
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
@@ -57,7 +59,7 @@ TEST(sampler, same_seed_same_tokens_other_seed_other_tokens) {
   std::vector<float> logits(64);
   for (int i = 0; i < 64; ++i) logits[i] = float(i % 7) * 0.3f;
   auto draw = [&](uint64_t seed) {
-    sampler s({0.9f, 0.95f, 0, seed});
+    sampler s(sampling_of(0.9f, 0.95f, 0, seed));
     std::vector<int32_t> out;
     for (int i = 0; i < 40; ++i) out.push_back(s.sample(logits.data(), 64));
     return out;
@@ -83,8 +85,8 @@ std::vector<int32_t> sample_story(uint64_t seed, int others) {
   for (int i = 0; i <= others; ++i)
     items.push_back({others - i, 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
   std::vector<sampler> samplers;
-  samplers.emplace_back(sampling_params{0.8f, 0.9f, 40, seed});
-  for (int i = 0; i < others; ++i) samplers.emplace_back(sampling_params{1.0f, 1.0f, 0, 99u + i});
+  samplers.emplace_back(sampling_of(0.8f, 0.9f, 40, seed));
+  for (int i = 0; i < others; ++i) samplers.emplace_back(sampling_of(1.0f, 1.0f, 0, 99u + i));
   auto logits = model.prefill(items);
   std::vector<int32_t> next(others + 1), pos(others + 1);
   for (int i = 0; i <= others; ++i) {

@@ -102,7 +102,7 @@ TEST_F(chat_test, whole_answer_is_a_chat_completion_of_the_rendered_prompt) {
   // Rendered, then tokenized adding no special tokens, as transformers' apply_chat_template and
   // vLLM do: a template that writes no bos_token gets no BOS.
   EXPECT_FALSE(reqs[0].add_bos);
-  EXPECT_EQ(reqs[0].max_tokens, 4);
+  EXPECT_EQ(reqs[0].params.max_tokens, 4);
 }
 
 TEST_F(chat_test, a_template_that_writes_bos_gets_no_second_bos) {
@@ -116,7 +116,7 @@ TEST_F(chat_test, a_template_that_writes_bos_gets_no_second_bos) {
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].prompt, "<s> a\nb </s> ");  // text parts joined by newlines
   EXPECT_FALSE(reqs[0].add_bos);
-  EXPECT_EQ(reqs[0].max_tokens, 2);  // max_completion_tokens wins over max_tokens
+  EXPECT_EQ(reqs[0].params.max_tokens, 2);  // max_completion_tokens wins over max_tokens
   EXPECT_EQ(reply->json()["choices"][0]["message"]["content"], "<s> a");
 }
 

@@ -138,7 +138,7 @@ TEST(completion_task, a_whole_step_writes_its_parts_in_order) {
   recording_backend backend;
   completion_task task{1, meta(api_kind::chat_completions), true, false, 1};
   auto requests = prompts({"a"});
-  requests[0].logprobs = 0;
+  requests[0].params.logprobs = 0;
   ASSERT_EQ(task.submit(backend, std::move(requests), no_events), std::nullopt);
   completion_step step;
   step.logprobs = {{"Hi", -0.5f, {}}};

@@ -121,7 +121,7 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
     fail(s.fail_code, std::string{"fake failure: "} + to_string(s.fail_code));
     return;
   }
-  for (int32_t i = 0; i < j->req.max_tokens; ++i) {
+  for (int32_t i = 0; i < j->req.params.max_tokens; ++i) {
     if (words.empty() || (!s.repeat && static_cast<std::size_t>(i) >= words.size())) break;
     if (!wait_or_cancel(s.token_delay)) {
       fail(ec::cancelled, "cancelled");
@@ -145,7 +145,7 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
   }
   finished_ += 1;
   step.end = completion_step::end_kind::finished;
-  step.finish_reason = usage.completion_tokens < j->req.max_tokens ? "stop" : "length";
+  step.finish_reason = usage.completion_tokens < j->req.params.max_tokens ? "stop" : "length";
   step.usage = usage;
   end();
 }

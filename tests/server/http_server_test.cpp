@@ -153,12 +153,12 @@ TEST_F(http_server_test, fields_reach_the_backend_and_defaults_fill_the_rest) {
   auto reqs = backend.requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].prompt, "a b");
-  EXPECT_EQ(reqs[0].max_tokens, 8);  // the fake backend's default
-  EXPECT_FLOAT_EQ(reqs[0].temperature, 0.0f);
-  EXPECT_FLOAT_EQ(reqs[0].top_p, 0.5f);
-  EXPECT_EQ(reqs[0].top_k, 3);
-  EXPECT_EQ(reqs[0].seed, 11u);
-  EXPECT_EQ(reqs[0].stop, std::vector<std::string>{"b"});
+  EXPECT_EQ(reqs[0].params.max_tokens, 8);  // the fake backend's default
+  EXPECT_FLOAT_EQ(reqs[0].params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(reqs[0].params.top_p, 0.5f);
+  EXPECT_EQ(reqs[0].params.top_k, 3);
+  EXPECT_EQ(reqs[0].params.seed, 11u);
+  EXPECT_EQ(reqs[0].params.stop, std::vector<std::string>{"b"});
   EXPECT_EQ(reqs[0].priority, 2);
   EXPECT_DOUBLE_EQ(reqs[0].timeout_s.value_or(0), 1.5);
 }

@@ -69,22 +69,22 @@ std::vector<token_logprob> end_entry() {
 
 TEST(server_logprobs, fields_are_parsed) {
   auto r = parsed(R"({"prompt": "p", "logprobs": 3, "echo": true, "max_tokens": 0})");
-  EXPECT_EQ(r.logprobs, 3);
-  EXPECT_TRUE(r.echo);
-  EXPECT_TRUE(r.prompt_logprobs);
-  EXPECT_EQ(r.max_tokens, 0);
+  EXPECT_EQ(r.params.logprobs, 3);
+  EXPECT_TRUE(r.params.echo);
+  EXPECT_TRUE(r.params.prompt_logprobs);
+  EXPECT_EQ(r.params.max_tokens, 0);
   r = parsed(R"({"prompt": "p", "logprobs": 0})");
-  EXPECT_EQ(r.logprobs, 0);
-  EXPECT_FALSE(r.echo);
-  EXPECT_FALSE(r.prompt_logprobs);
+  EXPECT_EQ(r.params.logprobs, 0);
+  EXPECT_FALSE(r.params.echo);
+  EXPECT_FALSE(r.params.prompt_logprobs);
   r = parsed(R"({"prompt": "p", "echo": true, "max_tokens": 5})");
-  EXPECT_EQ(r.logprobs, -1);
-  EXPECT_TRUE(r.echo);
-  EXPECT_FALSE(r.prompt_logprobs);
-  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.params.logprobs, -1);
+  EXPECT_TRUE(r.params.echo);
+  EXPECT_FALSE(r.params.prompt_logprobs);
+  EXPECT_EQ(r.params.max_tokens, 5);
   r = parsed(R"({"prompt": "p", "logprobs": null, "echo": false})");
-  EXPECT_EQ(r.logprobs, -1);
-  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(r.params.logprobs, -1);
+  EXPECT_FALSE(r.params.echo);
 }
 
 TEST(server_logprobs, completion_with_echo_whole) {
@@ -145,7 +145,7 @@ TEST(server_logprobs, echo_without_logprobs_and_max_tokens_zero) {
   completion_task task{1, meta(api_kind::completions), false, false, 1};
   task.submit(backend, {parsed(R"({"prompt": "Hi", "echo": true, "max_tokens": 0})")},
               [](std::size_t) { return completion_events{}; });
-  EXPECT_EQ(backend.submitted.at(0).max_tokens, 0);
+  EXPECT_EQ(backend.submitted.at(0).params.max_tokens, 0);
   auto out = send_finish(task, 0, "length", {2, 0});
   const auto choice = json::parse(out.body)["choices"][0];
   EXPECT_EQ(choice["text"], "Hi");
@@ -157,7 +157,7 @@ TEST(server_logprobs, chat_content_whole_and_streamed) {
     null_backend backend;
     completion_task task{1, meta(api_kind::chat_completions), stream, false, 1};
     completion_request req;
-    req.logprobs = 2;
+    req.params.logprobs = 2;
     task.submit(backend, {req}, [](std::size_t) { return completion_events{}; });
     send_logprobs(task, 0, completion_entries(), false);
     auto text = send_text(task, 0, " ok");

@@ -38,12 +38,12 @@ TEST(server_openai_parse, absent_fields_take_the_defaults) {
   ASSERT_EQ(body.requests.size(), 1u);
   const auto& r = body.requests[0];
   EXPECT_EQ(r.prompt, "hello");
-  EXPECT_EQ(r.max_tokens, 32);
-  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
-  EXPECT_EQ(r.top_k, 0);
-  EXPECT_FALSE(r.seed);
-  EXPECT_TRUE(r.stop.empty());
+  EXPECT_EQ(r.params.max_tokens, 32);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 1.0f);
+  EXPECT_EQ(r.params.top_k, 0);
+  EXPECT_FALSE(r.params.seed);
+  EXPECT_TRUE(r.params.stop.empty());
   EXPECT_EQ(r.priority, 0);
   EXPECT_FALSE(r.timeout_s);
   EXPECT_FALSE(body.stream);
@@ -61,8 +61,8 @@ TEST(server_openai_parse, only_the_clients_fields_are_checked_against_the_limits
   auto* body = std::get_if<completion_body>(&result);
   ASSERT_NE(body, nullptr) << std::get<body_error>(result).message;
   ASSERT_EQ(body->requests.size(), 1u);
-  EXPECT_FLOAT_EQ(body->requests[0].temperature, 2.5f);
-  EXPECT_FLOAT_EQ(body->requests[0].top_p, 0.0f);
+  EXPECT_FLOAT_EQ(body->requests[0].params.temperature, 2.5f);
+  EXPECT_FLOAT_EQ(body->requests[0].params.top_p, 0.0f);
   // The client's own values are checked.
   auto refused = parse_completion_body(R"({"prompt": "hello", "temperature": 2.5})", defaults, 64);
   auto* err = std::get_if<body_error>(&refused);
@@ -82,12 +82,12 @@ TEST(server_openai_parse, every_field_is_carried) {
     "n": 1, "echo": false, "logprobs": null, "user": "ignored", "frequency_penalty": 0})");
   ASSERT_EQ(body.requests.size(), 1u);
   const auto& r = body.requests[0];
-  EXPECT_EQ(r.max_tokens, 7);
-  EXPECT_FLOAT_EQ(r.temperature, 0.0f);
-  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
-  EXPECT_EQ(r.top_k, 40);
-  EXPECT_EQ(r.seed, 42u);
-  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));  // empty strings dropped
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n", "END"}));  // empty strings dropped
   EXPECT_EQ(r.priority, -3);
   EXPECT_DOUBLE_EQ(*r.timeout_s, 2.5);
   EXPECT_TRUE(body.stream);
@@ -101,15 +101,15 @@ TEST(server_openai_parse, a_prompt_array_gives_one_request_per_prompt) {
   EXPECT_EQ(body.requests[1].prompt, "two");
   EXPECT_EQ(body.requests[2].prompt, "");
   for (const auto& r : body.requests) {
-    EXPECT_EQ(r.max_tokens, 3);
-    EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+    EXPECT_EQ(r.params.max_tokens, 3);
+    EXPECT_EQ(r.params.stop, std::vector<std::string>{"x"});
   }
 }
 
 TEST(server_openai_parse, integral_floats_count_as_integers_and_negative_seeds_wrap) {
   auto body = parse_ok(R"({"prompt": "p", "max_tokens": 10.0, "seed": -1})");
-  EXPECT_EQ(body.requests[0].max_tokens, 10);
-  EXPECT_EQ(body.requests[0].seed, UINT64_MAX);
+  EXPECT_EQ(body.requests[0].params.max_tokens, 10);
+  EXPECT_EQ(body.requests[0].params.seed, UINT64_MAX);
 }
 
 TEST(server_openai_parse, bad_bodies_name_their_field) {
@@ -168,18 +168,18 @@ TEST(server_openai_parse, n_gives_n_choices_per_prompt_in_openai_order_with_cons
   ASSERT_EQ(body.requests.size(), 6u);
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(body.requests[i].prompt, i < 3 ? "a" : "b") << i;
-    ASSERT_TRUE(body.requests[i].seed.has_value()) << i;
-    EXPECT_EQ(*body.requests[i].seed, 10 + i % 3) << i;
-    EXPECT_EQ(body.requests[i].temperature, 0.5f) << i;
+    ASSERT_TRUE(body.requests[i].params.seed.has_value()) << i;
+    EXPECT_EQ(*body.requests[i].params.seed, 10 + i % 3) << i;
+    EXPECT_EQ(body.requests[i].params.temperature, 0.5f) << i;
   }
   // Without a seed each choice draws its own: none is fixed here.
   auto unseeded = parse_ok(R"({"prompt": "a", "n": 2})");
   ASSERT_EQ(unseeded.requests.size(), 2u);
-  EXPECT_FALSE(unseeded.requests[0].seed.has_value());
-  EXPECT_FALSE(unseeded.requests[1].seed.has_value());
+  EXPECT_FALSE(unseeded.requests[0].params.seed.has_value());
+  EXPECT_FALSE(unseeded.requests[1].params.seed.has_value());
   // The largest seed wraps around, as a 64-bit generator seed does.
   auto wrapped = parse_ok(R"({"prompt": "a", "n": 2, "seed": 18446744073709551615})");
-  EXPECT_EQ(*wrapped.requests[1].seed, 0u);
+  EXPECT_EQ(*wrapped.requests[1].params.seed, 0u);
 }
 
 TEST(server_openai_parse, n_above_the_servers_limit_is_refused_before_any_work) {

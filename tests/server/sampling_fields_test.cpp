@@ -56,13 +56,13 @@ std::variant<completion_body, body_error> parse_chat(const std::string& body) {
 
 TEST(server_sampling_fields, absent_fields_change_nothing) {
   auto r = parse_ok(R"({"prompt": "p"})").requests.at(0);
-  EXPECT_EQ(r.presence_penalty, 0.0f);
-  EXPECT_EQ(r.frequency_penalty, 0.0f);
-  EXPECT_EQ(r.repetition_penalty, 1.0f);
-  EXPECT_TRUE(r.logit_bias.empty());
-  EXPECT_EQ(r.min_tokens, 0);
-  EXPECT_TRUE(r.stop_token_ids.empty());
-  EXPECT_FALSE(r.ignore_eos);
+  EXPECT_EQ(r.params.presence_penalty, 0.0f);
+  EXPECT_EQ(r.params.frequency_penalty, 0.0f);
+  EXPECT_EQ(r.params.repetition_penalty, 1.0f);
+  EXPECT_TRUE(r.params.logit_bias.empty());
+  EXPECT_EQ(r.params.min_tokens, 0);
+  EXPECT_TRUE(r.params.stop_token_ids.empty());
+  EXPECT_FALSE(r.params.ignore_eos);
   EXPECT_TRUE(r.prompt_tokens.empty());
   EXPECT_TRUE(r.add_bos);
 }
@@ -74,20 +74,20 @@ TEST(server_sampling_fields, every_field_is_read) {
       "add_special_tokens": false})");
   ASSERT_EQ(body.requests.size(), 2u);
   for (const auto& r : body.requests) {
-    EXPECT_EQ(r.presence_penalty, -2.0f);
-    EXPECT_EQ(r.frequency_penalty, 1.5f);
-    EXPECT_FLOAT_EQ(r.repetition_penalty, 1.2f);
-    ASSERT_EQ(r.logit_bias.size(), 3u);
+    EXPECT_EQ(r.params.presence_penalty, -2.0f);
+    EXPECT_EQ(r.params.frequency_penalty, 1.5f);
+    EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.2f);
+    ASSERT_EQ(r.params.logit_bias.size(), 3u);
     // nlohmann's objects keep their keys sorted.
-    EXPECT_EQ(r.logit_bias[0].id, 0);
-    EXPECT_EQ(r.logit_bias[0].bias, 0.5f);
-    EXPECT_EQ(r.logit_bias[1].id, 511);
-    EXPECT_EQ(r.logit_bias[1].bias, 100.0f);
-    EXPECT_EQ(r.logit_bias[2].id, 7);
-    EXPECT_EQ(r.logit_bias[2].bias, -100.0f);
-    EXPECT_EQ(r.min_tokens, 9);
-    EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{3, 4}));
-    EXPECT_TRUE(r.ignore_eos);
+    EXPECT_EQ(r.params.logit_bias[0].id, 0);
+    EXPECT_EQ(r.params.logit_bias[0].bias, 0.5f);
+    EXPECT_EQ(r.params.logit_bias[1].id, 511);
+    EXPECT_EQ(r.params.logit_bias[1].bias, 100.0f);
+    EXPECT_EQ(r.params.logit_bias[2].id, 7);
+    EXPECT_EQ(r.params.logit_bias[2].bias, -100.0f);
+    EXPECT_EQ(r.params.min_tokens, 9);
+    EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{3, 4}));
+    EXPECT_TRUE(r.params.ignore_eos);
     EXPECT_FALSE(r.add_bos);
   }
 }
@@ -100,12 +100,12 @@ TEST(server_sampling_fields, chat_reads_them_too_with_max_completion_tokens) {
       << std::get<body_error>(result).message;
   const auto& r = std::get<completion_body>(result).requests.at(0);
   EXPECT_EQ(r.prompt, "<user>hi");
-  EXPECT_EQ(r.max_tokens, 4);
-  EXPECT_EQ(r.min_tokens, 4);
-  EXPECT_EQ(r.frequency_penalty, 0.5f);
-  EXPECT_EQ(r.logit_bias.at(0).id, 5);
-  EXPECT_EQ(r.stop_token_ids, std::vector<int32_t>{2});
-  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.params.max_tokens, 4);
+  EXPECT_EQ(r.params.min_tokens, 4);
+  EXPECT_EQ(r.params.frequency_penalty, 0.5f);
+  EXPECT_EQ(r.params.logit_bias.at(0).id, 5);
+  EXPECT_EQ(r.params.stop_token_ids, std::vector<int32_t>{2});
+  EXPECT_TRUE(r.params.ignore_eos);
   auto over = parse_chat(R"({"messages": [{"role": "user", "content": "hi"}],
       "max_completion_tokens": 4, "min_tokens": 5})");
   ASSERT_TRUE(std::holds_alternative<body_error>(over));

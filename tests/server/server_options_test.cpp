@@ -39,10 +39,10 @@ TEST(server_options, request_defaults_are_the_shipped_configurations_generation_
   EXPECT_EQ(d.temperature, g.temperature);
   EXPECT_EQ(d.top_p, g.top_p);
   EXPECT_EQ(d.top_k, g.top_k);
-  EXPECT_EQ(r.max_tokens, g.max_tokens);
-  EXPECT_EQ(r.temperature, g.temperature);
-  EXPECT_EQ(r.top_p, g.top_p);
-  EXPECT_EQ(r.top_k, g.top_k);
+  EXPECT_EQ(r.params.max_tokens, g.max_tokens);
+  EXPECT_EQ(r.params.temperature, g.temperature);
+  EXPECT_EQ(r.params.top_p, g.top_p);
+  EXPECT_EQ(r.params.top_k, g.top_k);
 }
 
 }  // namespace conveyor::server
