@@ -27,6 +27,8 @@ pipeline::request_timing timing_of(const request_result& r) {
   t.finished = to_time_point(r.times.finished);
   t.prompt_tokens = size_t(r.prompt_tokens);
   t.output_tokens = size_t(r.completion_tokens);
+  t.cache_queried_tokens = size_t(r.cache_queried_tokens);
+  t.cached_tokens = size_t(r.cached_tokens);
   return t;
 }
 

@@ -191,6 +191,11 @@ struct request_result {
   std::string message;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  /// Prompt tokens looked up in the executor's prefix cache (0 where caching is off or the
+  /// request was not admitted), and those found there: read from cached KV blocks instead of
+  /// computed.
+  int32_t cache_queried_tokens = 0;
+  int32_t cached_tokens = 0;
   request_times times;
   /// Text still held back when the request ended (empty unless it ended mid-character).
   std::string tail;
@@ -199,7 +204,8 @@ struct request_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_result& x) {
   return f(caf::meta::type_name("request_result"), x.id, x.how, x.reason, x.code, x.message,
-           x.prompt_tokens, x.completion_tokens, x.times, x.tail);
+           x.prompt_tokens, x.completion_tokens, x.cache_queried_tokens, x.cached_tokens, x.times,
+           x.tail);
 }
 
 /// The timing event of a request's end, from the stamps and counts of its result.

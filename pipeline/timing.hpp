@@ -82,6 +82,9 @@ struct request_timing {
   std::size_t prompt_tokens = 0;
   /// Tokens generated.
   std::size_t output_tokens = 0;
+  /// Prompt tokens looked up in the prefix cache, and those found there (request_result's).
+  std::size_t cache_queried_tokens = 0;
+  std::size_t cached_tokens = 0;
   /// When each output token was produced, in order (the first equals `first_token`). May stay
   /// empty when the producer does not keep per-token stamps; then no inter-token latency is
   /// recorded for the request, the other quantities still are.
@@ -118,6 +121,12 @@ struct step_timing {
   time_point start;
   /// How long the step ran.
   duration elapsed{};
+  /// The executor's KV-cache blocks after the step: referenced by running sequences, holding a
+  /// cached prefix (referenced or not), and free to allocate (free or evictable). All 0 from an
+  /// executor without a block pool.
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_cached = 0;
+  int32_t kv_blocks_free = 0;
 };
 
 /// Sent once by an executor when it starts; the start of the wall time in its busy ratio.

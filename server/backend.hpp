@@ -61,6 +61,9 @@ struct completion_usage {
   int32_t prompt_tokens = 0;
   /// Tokens generated.
   int32_t completion_tokens = 0;
+  /// Prompt tokens read from the executor's prefix cache instead of computed (OpenAI's
+  /// `usage.prompt_tokens_details.cached_tokens`).
+  int32_t cached_tokens = 0;
 };
 
 // -- events --------------------------------------------------------------------------------------
