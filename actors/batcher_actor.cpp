@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/caf_error.hpp"
+#include "pipeline/prefix_router.hpp"
 #include "pipeline/request_checks.hpp"
 #include "pipeline/request_ledger.hpp"
 
@@ -55,6 +56,8 @@ struct batcher_state {
   std::unique_ptr<pipeline::waiting_queue> queue;
   pipeline::request_ledger<request_handles> ledger;
   std::unordered_map<caf::actor_addr, executor_entry> executors;
+  /// Which executor holds a prompt's beginning in its prefix cache.
+  pipeline::prefix_router router;
   tokenizer_actor tokenizers;
   metrics_actor metrics;
   request_id next_id = uint64_t{1} << 62;
@@ -98,13 +101,31 @@ void dispatch(batcher_pointer self) {
   for (auto& req : st.queue->expire(now))
     end_here(self, req.id, outcome::expired, ec::expired,
              "deadline passed while waiting in the queue", req.times, int32_t(req.prompt.size()));
+  // Sequences each executor runs, with those sent and not yet received.
+  std::unordered_map<uint64_t, int32_t> loads;
+  for (auto& [addr, e] : st.executors)
+    loads[e.id] = e.report.active + st.ledger.in_flight(e.id, e.report.received);
   for (auto& [addr, e] : st.executors) {
     if (st.queue->empty()) break;
     // Requests sent but not yet received count as taken.
     const int32_t in_flight = st.ledger.in_flight(e.id, e.report.received);
     pipeline::executor_view view{e.report.free_slots - in_flight, e.report.active + in_flight};
     if (view.free_slots <= 0) continue;
-    auto picked = st.policy->select(*st.queue, view, now);
+    // With several executors, a request goes where its prompt's beginning is cached, unless
+    // that executor is much busier than this one.
+    pipeline::request_filter eligible;
+    if (st.executors.size() > 1)
+      eligible = [&, executor = e.id](const sequence_request& r) {
+        const auto preferred = st.router.preferred(r.prompt);
+        std::optional<int32_t> preferred_load;
+        if (preferred) {
+          auto load = loads.find(*preferred);
+          if (load != loads.end()) preferred_load = load->second;
+        }
+        return st.router.takes(executor, loads[executor], preferred, preferred_load);
+      };
+    auto picked = st.policy->select(*st.queue, view, now, eligible);
+    loads[e.id] += int32_t(picked.size());
     if (picked.empty()) continue;
     std::vector<work_item> items;
     items.reserve(picked.size());
@@ -197,6 +218,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
     const std::string name = it->second.report.name;
     const uint64_t executor = it->second.id;
     st.executors.erase(it);
+    st.router.remove(executor);
     // stop_pipeline stops the executors and the batcher at once: an executor that goes first
     // was stopped, not lost.
     const bool stopped = dm.reason == caf::exit_reason::user_shutdown;
@@ -329,6 +351,7 @@ batcher_actor::behavior_type batcher(batcher_pointer self, batcher_settings sett
         if (fresh) {
           it->second.handle = exec;
           it->second.id = st.ledger.add_executor();
+          st.router.add(it->second.id);
           self->monitor(exec);
           spdlog::info("executor {} ready", report.name);
         }

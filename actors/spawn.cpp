@@ -73,8 +73,9 @@ expected<model_files> open_model(const config::pipeline& cfg) {
   return out;
 }
 
-gpu::model_sizes sizes_of(const model::llama_shape& s, model::compute_dtype dtype) {
-  return {s, dtype};
+gpu::model_sizes sizes_of(const model::llama_shape& s, model::compute_dtype dtype,
+                          const config::kv_cache& kv) {
+  return {s, dtype, kv.memory_mb};
 }
 
 bool names_cuda(const std::vector<config::executor>& executors) {
@@ -106,26 +107,45 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
   if (cfg.auto_executors) spdlog::info("executors = \"auto\": {}", gpu::describe_devices(seen));
   auto executors = config::resolve_executors(cfg, devices.size());
   // Every device must be visible and hold its executors' weights, KV caches and workspaces.
-  auto placed = gpu::check_placement(executors, seen, sizes_of(*shape, *gpu_dtype));
+  auto placed = gpu::check_placement(executors, seen, sizes_of(*shape, *gpu_dtype, cfg.kv_cache));
   if (!placed) return placed.error();
   for (const auto& d : *placed) spdlog::info("placement: {}", gpu::describe(d));
-  // Every KV cache is reserved at start: check that the host's fit before allocating any.
+  // Every KV cache is reserved at start: check that the host's fit before allocating any, and
+  // that each holds one sequence of its whole context.
+  const int64_t memory_mb = cfg.kv_cache.memory_mb;
+  const auto block_size = int32_t(cfg.kv_cache.block_size);
   int64_t kv_total = 0;
-  for (const auto& e : executors) {
-    if (e.device != "cpu") continue;  // GPU memory is checked by the placement above
+  for (size_t i = 0; i < executors.size(); ++i) {
+    const auto& e = executors[i];
+    const bool cpu = e.device == "cpu";
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
-    auto dtype = model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype);
+    auto dtype = cpu ? model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype)
+                     : gpu_dtype;
     if (!dtype) return dtype.error();
     auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
     if (!kv_dtype) return kv_dtype.error();
-    kv_total += model::kv_cache_bytes(*shape, int32_t(e.slots), context, *kv_dtype);
+    const int32_t one_sequence = (context + block_size - 1) / block_size;
+    const int64_t needed = model::kv_cache_bytes(*shape, one_sequence, block_size, *kv_dtype);
+    if (memory_mb > 0 && (memory_mb << 20) < needed)
+      return make_error(ec::bad_config,
+                        "kv_cache.memory_mb = " + std::to_string(memory_mb) +
+                            " cannot hold one sequence of executors[" + std::to_string(i) +
+                            "]'s context of " + std::to_string(context) + " tokens, which takes " +
+                            std::to_string((needed + (1 << 20) - 1) >> 20) + " MiB");
+    if (!cpu) continue;  // GPU memory is checked by the placement above
+    kv_total += memory_mb > 0 ? memory_mb << 20
+                              : model::kv_cache_bytes(*shape, int32_t(e.slots), context,
+                                                      *kv_dtype);
   }
   const int64_t memory = physical_memory_bytes();
   if (memory > 0 && kv_total > memory)
     return make_error(ec::bad_config,
-                      "the KV caches need " + std::to_string(kv_total >> 20) + " MiB (slots x " +
-                          "context x layers x kv_dim x 2 x bytes per number over all executors) but the " +
-                          "machine has " + std::to_string(memory >> 20) + " MiB");
+                      "the KV caches need " + std::to_string(kv_total >> 20) + " MiB (" +
+                          (memory_mb > 0 ? std::string{"kv_cache.memory_mb"}
+                                         : std::string{"slots x context x layers x kv_dim x 2 x "
+                                                       "bytes per number"}) +
+                          " over all executors) but the machine has " +
+                          std::to_string(memory >> 20) + " MiB");
   std::vector<std::unique_ptr<pipeline::executor_core>> cores;
   executor_group group;
   group.model_name = config::served_name(cfg.model);
@@ -146,6 +166,9 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     auto bf16_inputs = model::choose_bf16_inputs(cfg.model.bf16_inputs, *dtype);
     if (!bf16_inputs) return bf16_inputs.error();
     opt.bf16_inputs = *bf16_inputs;
+    opt.block_size = block_size;
+    if (memory_mb > 0)
+      opt.kv_blocks = model::kv_blocks_in(*shape, memory_mb << 20, block_size, *kv_dtype);
     std::string summary;
     auto m = model::load_model(files.model_spec, opt, &summary);
     if (!m)
@@ -160,7 +183,8 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     if (!summary.empty()) spdlog::info("executor {}: {}", name, summary);
     spdlog::info("executor {} on {}: {}", name, where, (*m)->describe());
     group.context = group.context == 0 ? (*m)->context() : std::min(group.context, (*m)->context());
-    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer);
+    auto core = std::make_unique<pipeline::executor_core>(name, std::move(*m), files.tokenizer,
+                                                          cfg.kv_cache.prefix_caching);
     pipeline::step_plan_options plan;
     plan.max_prompt_tokens = e.max_batched_tokens;
     plan.target_ratio = e.step_target_ratio;

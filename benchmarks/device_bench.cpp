@@ -12,6 +12,7 @@
 #include <benchmark/benchmark.h>
 
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "model/device_support.hpp"
 
 using namespace conveyor::model;
@@ -66,10 +67,12 @@ void bm_decode(benchmark::State& state) {
   const int64_t held = before < 0 ? -1 : device_memory_allocated(device) - before;
   std::vector<int32_t> prompt(prompt_length, 300);
   std::vector<prefill_item> items;
-  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
+  const slot_tables tables(**model);
+  for (int32_t b = 0; b < batch; ++b)
+    items.push_back({tables[b], 0, prompt.data(), prompt_length, -1});
   (*model)->prefill(items);
   std::vector<decode_item> step;
-  for (int32_t b = 0; b < batch; ++b) step.push_back({b, prompt_length, 301});
+  for (int32_t b = 0; b < batch; ++b) step.push_back({tables[b], prompt_length, 301});
   // Positions walk from 32 to 160 and back, so attention spans stay typical. decode() returns
   // the logits on the host: each step is complete when it returns. A few untimed steps first:
   // the first ones pay for the device's libraries starting and, with graphs, the capture.

@@ -18,6 +18,7 @@
 #include "kernels/blas_kernels.hpp"
 #include "kernels/cache_attention.hpp"
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/work_pool.hpp"
 
@@ -127,10 +128,11 @@ void bm_prefill(benchmark::State& state) {
   std::mt19937 rng(1);
   std::vector<std::vector<int32_t>> prompts(size_t(batch),
                                             std::vector<int32_t>(size_t{prompt_length}));
+  const slot_tables tables(*model);
   std::vector<prefill_item> items;
   for (int32_t b = 0; b < batch; ++b) {
     for (auto& t : prompts[b]) t = 3 + int32_t(rng() % 500);
-    items.push_back({b, 0, prompts[b].data(), prompt_length, -1});
+    items.push_back({tables[b], 0, prompts[b].data(), prompt_length, -1});
   }
   for (auto _ : state) benchmark::DoNotOptimize(model->prefill(items).data);
   const double tokens = double(batch) * prompt_length;
@@ -142,13 +144,15 @@ void bm_prefill(benchmark::State& state) {
 
 // Prefills `batch` sequences of the same prompt_length-token prompt into slots 0..batch-1 and
 // returns a decode step of one token for each, at `position`.
-std::vector<decode_item> prefilled_step(causal_lm& model, int32_t batch, int32_t position) {
+std::vector<decode_item> prefilled_step(causal_lm& model, const slot_tables& tables,
+                                        int32_t batch, int32_t position) {
   std::vector<int32_t> prompt(prompt_length, 300);
   std::vector<prefill_item> items;
-  for (int32_t b = 0; b < batch; ++b) items.push_back({b, 0, prompt.data(), prompt_length, -1});
+  for (int32_t b = 0; b < batch; ++b)
+    items.push_back({tables[b], 0, prompt.data(), prompt_length, -1});
   model.prefill(items);
   std::vector<decode_item> step;
-  for (int32_t b = 0; b < batch; ++b) step.push_back({b, position, 301});
+  for (int32_t b = 0; b < batch; ++b) step.push_back({tables[b], position, 301});
   return step;
 }
 
@@ -156,7 +160,8 @@ void bm_decode(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(1));
   const bool bf16 = state.range(2) != 0;
   auto model = load(state.range(0), batch, bf16, state.range(3) != 0, state.range(2) == 2);
-  auto step = prefilled_step(*model, batch, prompt_length);
+  const slot_tables tables(*model);
+  auto step = prefilled_step(*model, tables, batch, prompt_length);
   // Positions walk from 32 to 160 and back, so attention spans stay typical.
   int32_t pos = prompt_length;
   for (auto _ : state) {
@@ -184,17 +189,21 @@ void bm_decode(benchmark::State& state) {
 // or 128), so that the kernel's own speed is seen apart from the step.
 void bm_attend(benchmark::State& state) {
   const int64_t hs = state.range(0), span = state.range(1), g = 2;
-  const int64_t ctx = (span + 7) / 8 * 8;
+  // In blocks of 16 positions, in order (a contiguous cache).
+  const int64_t block_size = 16, ctx = (span + block_size - 1) / block_size * block_size;
   std::mt19937 rng{7};
   std::normal_distribution<float> normal;
-  std::vector<float> q(size_t(g * hs)), keys(size_t(ctx * hs)), values(size_t(span * hs));
+  std::vector<float> q(size_t(g * hs)), keys(size_t(ctx * hs)), values(size_t(ctx * hs));
+  std::vector<int32_t> table(size_t(ctx / block_size));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+  const cache_blocks<float> cache{keys.data(), values.data(), block_size * hs, table.data(),
+                                  block_size};
   for (auto* v : {&q, &keys, &values})
     for (auto& x : *v) x = normal(rng);
   std::vector<float> scores(size_t(g * ctx)), out(size_t(g * hs));
   const float scale = 1.0f / std::sqrt(float(hs));
   for (auto _ : state) {
-    attend_cached(hs, q.data(), g, keys.data(), ctx, values.data(), span, scale, scores.data(),
-                  out.data());
+    attend_cached(hs, q.data(), g, cache, ctx, span, scale, scores.data(), out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["positions/s"] =
@@ -209,7 +218,8 @@ void bm_decode_at(benchmark::State& state) {
   const int32_t batch = int32_t(state.range(0)), position = int32_t(state.range(1));
   const bool kv_bf16 = state.range(2) != 0;
   auto model = load(1, batch, false, kv_bf16);
-  const auto step = prefilled_step(*model, batch, position);
+  const slot_tables tables(*model);
+  const auto step = prefilled_step(*model, tables, batch, position);
   for (auto _ : state) benchmark::DoNotOptimize(model->decode(step).data);
   const auto& s = model->shape();
   state.counters["cache_MB"] =
@@ -222,7 +232,8 @@ void bm_decode_at(benchmark::State& state) {
 void bm_decode_after_gap(benchmark::State& state) {
   const auto gap = std::chrono::microseconds(state.range(0));
   auto model = load(1, 1, false, false);
-  auto step = prefilled_step(*model, 1, prompt_length);
+  const slot_tables tables(*model);
+  auto step = prefilled_step(*model, tables, 1, prompt_length);
   int32_t pos = prompt_length;
   for (auto _ : state) {
     state.PauseTiming();
@@ -241,7 +252,8 @@ void bm_decode_in_runs(benchmark::State& state) {
   const int32_t steps = int32_t(state.range(0));
   const auto gap = std::chrono::milliseconds(state.range(1));
   auto model = load(1, 1, false, false);
-  auto step = prefilled_step(*model, 1, prompt_length);
+  const slot_tables tables(*model);
+  auto step = prefilled_step(*model, tables, 1, prompt_length);
   for (auto _ : state) {
     std::this_thread::sleep_for(gap);
     const auto start = std::chrono::steady_clock::now();

@@ -59,6 +59,19 @@ struct tokenizer {
   int64_t workers = 2;
 };
 
+/// `[kv_cache]`: how each executor keeps its KV cache.
+struct kv_cache {
+  /// Positions per block: a power of two from 8 to 1024.
+  int64_t block_size = 16;
+  /// MiB of KV cache per executor, reserved at start; 0 reserves what `slots` sequences of the
+  /// whole `context` take. Sequences share it by need; at least one sequence of the whole
+  /// context must fit.
+  int64_t memory_mb = 0;
+  /// Automatic prefix caching: full blocks are kept after their sequence ends (until their memory
+  /// is needed, least recently used first) and a prompt starts from its longest cached prefix.
+  bool prefix_caching = true;
+};
+
 /// One entry of `[[executors]]`: an actor that owns the model on one device.
 struct executor {
   /// "cpu", "cuda" (the first GPU) or "cuda:N".
@@ -188,6 +201,8 @@ struct pipeline {
   config::model model;
   /// `[tokenizer]`.
   config::tokenizer tokenizer;
+  /// `[kv_cache]`.
+  config::kv_cache kv_cache;
   /// `executors = "auto"`: one executor per visible GPU, else one CPU executor, each with the
   /// defaults of `executor`. When set, `executors` is empty.
   bool auto_executors = true;

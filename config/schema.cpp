@@ -198,6 +198,10 @@ std::vector<issue> find_issues(const pipeline& cfg) {
   // No local executor is fine when workers (cluster.remote) do the work.
   if (!cfg.auto_executors && cfg.executors.empty() && cfg.cluster.remote.empty())
     out.push_back({executors, "must list at least one executor, or be \"auto\""});
+  const int64_t block_size = cfg.kv_cache.block_size;
+  if (block_size >= 8 && block_size <= 1024 && (block_size & (block_size - 1)) != 0)
+    out.push_back({"kv_cache.block_size",
+                   "must be a power of two from 8 to 1024, got " + std::to_string(block_size)});
   const auto& remote = cfg.cluster.remote;
   for (size_t i = 0; i < remote.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

@@ -191,6 +191,14 @@ void fields(V& v, S& x) {
   v("workers", x.workers, between(1, max_threads));
 }
 
+/// The keys of `[kv_cache]`.
+template <class V, class S, if_is<S, kv_cache> = 0>
+void fields(V& v, S& x) {
+  v("block_size", x.block_size, between(8, 1024));
+  v("memory_mb", x.memory_mb, between(0, max_int32));
+  v("prefix_caching", x.prefix_caching, any());
+}
+
 /// The keys of one `[[executors]]` table.
 template <class V, class S, if_is<S, executor> = 0>
 void fields(V& v, S& x) {
@@ -272,6 +280,7 @@ void sections(V& v, P& x) {
   v.section("model", x.model);
   v.section("tokenizer", x.tokenizer);
   v.executor_list(x.auto_executors, x.executors);
+  v.section("kv_cache", x.kv_cache);
   v.section("cluster", x.cluster);
   v.section("batcher", x.batcher);
   v.section("generation", x.generation);

@@ -11,6 +11,7 @@ int64_t weight_bytes(const model_sizes& m) {
 }
 
 int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context) {
+  if (m.kv_cache_mb > 0) return m.kv_cache_mb << 20;
   return model::kv_cache_bytes(m.shape, int32_t(slots),
                                int32_t(context == 0 ? m.shape.seq_len : context), m.dtype);
 }

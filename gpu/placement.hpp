@@ -22,6 +22,9 @@ namespace conveyor::gpu {
 struct model_sizes {
   model::llama_shape shape;
   model::compute_dtype dtype = model::compute_dtype::f32;
+  /// The KV cache of each executor (`kv_cache.memory_mb`) in MiB; 0: what its slots x context
+  /// take.
+  int64_t kv_cache_mb = 0;
 };
 
 /// The fixed part of the workspace margin of each executor on a GPU: the CUDA context, cuBLAS's
@@ -31,8 +34,8 @@ inline constexpr int64_t cuda_context_margin_bytes = int64_t{512} << 20;
 /// Bytes of the weights: parameters (llama_shape::parameter_count) x bytes per element.
 int64_t weight_bytes(const model_sizes& m);
 
-/// Bytes of one executor's KV cache (model::kv_cache_bytes); `context` 0 means the model's
-/// seq_len.
+/// Bytes of one executor's KV cache: `kv_cache_mb` when set, else slots x context
+/// (model::kv_cache_bytes; `context` 0 means the model's seq_len).
 int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context);
 
 /// Bytes of one executor's workspace on a GPU: `cuda_context_margin_bytes` plus the buffers of one

@@ -38,10 +38,17 @@ const char* dtype_name(compute_dtype dtype);
 
 /// How a model instance is laid out in memory.
 struct runtime_options {
-  /// KV-cache slots: the most sequences that can be in flight at once.
+  /// The most sequences in one forward pass (and, in the executor, in flight at once).
   int32_t slots = 16;
-  /// Context length of each slot; 0 means the model's own seq_len.
+  /// The longest sequence, prompt and generated tokens together; 0 means the model's own
+  /// seq_len.
   int32_t context = 0;
+  /// Positions per block of the KV cache: a power of two from 8 to 1024.
+  int32_t block_size = 16;
+  /// Blocks of the KV cache, reserved at construction and shared by every sequence through its
+  /// block table; 0 means what `slots` sequences of `context` tokens take
+  /// (`default_kv_blocks`).
+  int32_t kv_blocks = 0;
   /// The most tokens one forward pass processes; larger prefills are split into several passes.
   int32_t max_batched_tokens = 2048;
   /// "cpu", "cuda" or "cuda:N".
@@ -71,9 +78,14 @@ inline compute_dtype kv_dtype_of(const runtime_options& options) {
   return options.kv_dtype.value_or(options.dtype);
 }
 
-/// One sequence's part of a prefill: `count` tokens written into `slot` from position `start`.
+/// One sequence's part of a prefill: `count` tokens from position `start`, their keys and values
+/// written into the sequence's blocks. `blocks` is the sequence's block table: entry i is the
+/// cache block of positions [i * block_size, (i + 1) * block_size), with at least
+/// ceil((start + count) / block_size) entries. Attention reads positions 0..start + i of the
+/// table's blocks (those before `start` written earlier, by this sequence or by any other whose
+/// blocks it shares).
 struct prefill_item {
-  int32_t slot = 0;
+  const int32_t* blocks = nullptr;
   int32_t start = 0;
   const int32_t* tokens = nullptr;
   int32_t count = 0;
@@ -85,9 +97,10 @@ struct prefill_item {
   bool all_logits = false;
 };
 
-/// One sequence's part of a decode step: `token` at `position` in `slot`.
+/// One sequence's part of a decode step: `token` at `position`, through its block table `blocks`
+/// (as prefill_item's, at least ceil((position + 1) / block_size) entries).
 struct decode_item {
-  int32_t slot = 0;
+  const int32_t* blocks = nullptr;
   int32_t position = 0;
   int32_t token = 0;
 };
@@ -100,8 +113,12 @@ struct logits_view {
   const float* row(int32_t i) const { return data + static_cast<int64_t>(i) * vocab; }
 };
 
-/// A causal language model with a KV cache of `slots()` x `context()` tokens, reserved at
-/// construction. Not thread-safe: one owner (an executor thread) calls it.
+/// A causal language model with a KV cache of `kv_blocks()` blocks of `block_size()` positions,
+/// reserved at construction, that sequences share through their block tables. Every position's
+/// keys and values, and every row's logits, depend only on the sequence's tokens: not on which
+/// blocks hold them, nor on the other sequences of the pass, nor on how its prompt was split
+/// into passes (on the CPU bit for bit; on a GPU within its numerics). Not thread-safe: one
+/// owner (an executor thread) calls it.
 class causal_lm {
  public:
   virtual ~causal_lm() = default;
@@ -109,32 +126,36 @@ class causal_lm {
   /// The network's shape.
   virtual const llama_shape& shape() const = 0;
 
-  /// Number of KV-cache slots.
+  /// The most sequences in one forward pass.
   virtual int32_t slots() const = 0;
 
-  /// Tokens per slot (prompt and generated together).
+  /// The longest sequence (prompt and generated tokens together).
   virtual int32_t context() const = 0;
+
+  /// Positions per KV-cache block.
+  virtual int32_t block_size() const = 0;
+
+  /// KV-cache blocks reserved.
+  virtual int32_t kv_blocks() const = 0;
 
   /// True when the model has no real end token (random weights): generation ignores EOS/BOS.
   virtual bool ignores_end_tokens() const = 0;
 
-  /// Runs the prompts of `items` (distinct slots) and returns one logits row per item, in order
-  /// (`count` rows for an item with `all_logits`).
+  /// Runs the prompts of `items` and returns one logits row per item, in order (`count` rows for
+  /// an item with `all_logits`). No two items write the same block.
   virtual logits_view prefill(const std::vector<prefill_item>& items) = 0;
 
-  /// Runs one token for each item (distinct slots) and returns one logits row per item.
+  /// Runs one token for each item and returns one logits row per item. No two items write the
+  /// same block.
   virtual logits_view decode(const std::vector<decode_item>& items) = 0;
 
-  /// A one-line description: shape, device, slots, context, KV-cache bytes.
+  /// A one-line description: shape, device, slots, context, KV-cache blocks and bytes.
   virtual std::string describe() const = 0;
 
-  /// Whether `copy_prefix` works.
-  virtual bool copies_prefixes() const { return false; }
-
-  /// Copies the keys and values of positions [0, tokens) of slot `from` into slot `to` (distinct
-  /// slots), so that a sequence with the same prompt continues without a prefill of its own.
-  /// Only where `copies_prefixes()`.
-  virtual void copy_prefix(int32_t from, int32_t to, int32_t tokens) { (void)from, (void)to, (void)tokens; }
+  /// Copies the keys and values of every position of block `from` into block `to` (distinct),
+  /// every layer: a sequence that shares another's last, partly filled block continues in a copy
+  /// of its own.
+  virtual void copy_block(int32_t from, int32_t to) = 0;
 
   /// Bytes of KV cache reserved.
   virtual int64_t kv_cache_bytes() const = 0;
@@ -168,9 +189,18 @@ expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
                                                    const runtime_options& options,
                                                    std::string* summary = nullptr);
 
-/// Bytes the KV cache of `shape` needs for `slots` x `context` tokens in `dtype`.
-int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
+/// Bytes the KV cache of `shape` needs for `sequences` x `tokens` positions in `dtype` (a block:
+/// one sequence of block_size tokens).
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t sequences, int32_t tokens,
                        compute_dtype dtype = compute_dtype::f32);
+
+/// The blocks of `block_size` positions that `slots` sequences of `context` tokens take: what a
+/// KV cache of `runtime_options::kv_blocks` 0 reserves.
+int32_t default_kv_blocks(int32_t slots, int32_t context, int32_t block_size);
+
+/// The blocks of `block_size` positions that `bytes` of KV cache hold.
+int32_t kv_blocks_in(const llama_shape& shape, int64_t bytes, int32_t block_size,
+                     compute_dtype dtype);
 
 /// Bytes of one number in `dtype`.
 int64_t bytes_per_element(compute_dtype dtype);

@@ -10,6 +10,10 @@ llama_base::llama_base(const llama_weights& w, const runtime_options& opt, int32
     : shape_(w.shape),
       slots_(opt.slots),
       context_(context),
+      block_size_(opt.block_size),
+      kv_blocks_(opt.kv_blocks != 0 ? opt.kv_blocks
+                                    : default_kv_blocks(opt.slots, context, opt.block_size)),
+      table_blocks_((context + opt.block_size - 1) / opt.block_size),
       synthetic_(w.synthetic),
       end_ids_(w.end_ids),
       device_name_(opt.device),
@@ -17,7 +21,7 @@ llama_base::llama_base(const llama_weights& w, const runtime_options& opt, int32
       implementation_(std::move(implementation)) {}
 
 int64_t llama_base::kv_cache_bytes() const {
-  return conveyor::model::kv_cache_bytes(shape_, slots_, context_, dtype_);
+  return conveyor::model::kv_cache_bytes(shape_, kv_blocks_, block_size_, dtype_);
 }
 
 std::string llama_base::describe() const {
@@ -26,8 +30,8 @@ std::string llama_base::describe() const {
      << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
      << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on "
      << device_name_ << " in " << dtype_name(dtype_) << " (" << implementation_ << "), "
-     << slots_ << " slots x " << context_ << " tokens, KV cache "
-     << kv_cache_bytes() / (1024 * 1024) << " MiB";
+     << slots_ << " slots, context " << context_ << ", KV cache " << kv_blocks_
+     << " blocks x " << block_size_ << " tokens, " << kv_cache_bytes() / (1024 * 1024) << " MiB";
   return os.str();
 }
 

@@ -19,6 +19,8 @@ class llama_base : public causal_lm {
   const llama_shape& shape() const override { return shape_; }
   int32_t slots() const override { return slots_; }
   int32_t context() const override { return context_; }
+  int32_t block_size() const override { return block_size_; }
+  int32_t kv_blocks() const override { return kv_blocks_; }
   bool ignores_end_tokens() const override { return synthetic_; }
   const std::vector<int32_t>& end_ids() const override { return end_ids_; }
   int64_t kv_cache_bytes() const override;
@@ -28,6 +30,10 @@ class llama_base : public causal_lm {
   llama_shape shape_;
   int32_t slots_;
   int32_t context_;
+  int32_t block_size_;
+  int32_t kv_blocks_;
+  /// Blocks of one sequence of the whole context: the length of a full block table.
+  int32_t table_blocks_;
   bool synthetic_;
   std::vector<int32_t> end_ids_;
   std::string device_name_;

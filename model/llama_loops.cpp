@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -63,18 +62,17 @@ class llama_loops final : public llama_base {
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
 
-    // The KV cache per layer. Keys in blocks of eight positions, each block transposed:
-    // [slot, kv_head, position / 8, head element, position % 8], so that the scores of a query
-    // over eight positions are eight lanes of one register, summed over the head's elements
-    // from one contiguous run of the cache (key_blocks_ blocks per head, context rounded up).
-    // Values as [slot, kv_head, position, head element], so that the weighted sum is contiguous.
-    // Both in float32, or in bfloat16 (rounded to nearest even when written, widened to float32
-    // in registers when read): half the bytes attention reads.
-    key_blocks_ = (context_ + 7) / 8;
+    // The KV cache per layer, in blocks of block_size_ positions that sequences share through
+    // their block tables. Keys in runs of eight positions, each transposed:
+    // [block, kv_head, offset / 8, head element, offset % 8], so that the scores of a query over
+    // eight positions are eight lanes of one register, summed over the head's elements from one
+    // contiguous run of the cache. Values as [block, kv_head, offset, head element], so that the
+    // weighted sum is contiguous. Both in float32, or in bfloat16 (rounded to nearest even when
+    // written, widened to float32 in registers when read): half the bytes attention reads.
     const auto cache_type = at::TensorOptions().dtype(bf16_cache_ ? at::kBFloat16 : at::kFloat);
-    const std::vector<int64_t> k_shape{s.n_layers,
-                                       int64_t{slots_} * s.n_kv_heads * key_blocks_ * 8 * hs};
-    const std::vector<int64_t> v_shape{s.n_layers, int64_t{slots_} * s.n_kv_heads * context_, hs};
+    const int64_t cache_rows = int64_t{kv_blocks_} * s.n_kv_heads * block_size_;
+    const std::vector<int64_t> k_shape{s.n_layers, cache_rows * hs};
+    const std::vector<int64_t> v_shape{s.n_layers, cache_rows, hs};
     // In huge pages too: a step's attention streams through the cache (5 % off the s15m step at
     // batch 64, docs/benchmarks.md).
     const size_t element = bf16_cache_ ? 2 : 4;
@@ -107,7 +105,7 @@ class llama_loops final : public llama_base {
     ws_xf_ = at::empty({n, d});
     ws_xfn_ = at::empty({n, d});
     ws_logits_ = at::empty({n, v});
-    ws_slots_ = at::empty({n}, at::kLong);  // the slot of each row; -1: not attended here
+    ws_tables_.assign(size_t(n), nullptr);  // the block table of each row
   }
 
   logits_view prefill(const std::vector<prefill_item>& items) override {
@@ -125,29 +123,20 @@ class llama_loops final : public llama_base {
     // A decode step is a prefill of one token per sequence.
     decode_as_prefill_.clear();
     for (const auto& it : items)
-      decode_as_prefill_.push_back({it.slot, it.position, &it.token, 1, -1});
+      decode_as_prefill_.push_back({it.blocks, it.position, &it.token, 1, -1});
     return prefill(decode_as_prefill_);
   }
 
-  // The bytes reserved: the key cache holds key_blocks_ * 8 positions per head (the context
-  // rounded up to a multiple of 8), in the cache's own format whatever the weights'.
+  // The bytes reserved, in the cache's own format whatever the weights'.
   int64_t kv_cache_bytes() const override {
     return int64_t(k_cache_.nbytes() + v_cache_.nbytes());
   }
 
-  bool copies_prefixes() const override { return true; }
-
-  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+  void copy_block(int32_t from, int32_t to) override {
     c10::InferenceMode guard;
-    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads;
-    for (int64_t l = 0; l < shape_.n_layers; ++l) {
-      // Keys in blocks of eight positions: the blocks that hold the first `tokens` (positions
-      // past them in the last block are rewritten before anything reads them).
-      auto keys = k_cache_[l].view({slots_, kvh, key_blocks_, 8 * hs});
-      const int64_t blocks = (int64_t{tokens} + 7) / 8;
-      keys[to].narrow(1, 0, blocks).copy_(keys[from].narrow(1, 0, blocks));
-      auto values = v_cache_[l].view({slots_, kvh, context_, hs});
-      values[to].narrow(1, 0, tokens).copy_(values[from].narrow(1, 0, tokens));
+    for (auto* cache : {&k_cache_, &v_cache_}) {
+      auto blocks = cache->view({shape_.n_layers, kv_blocks_, -1});
+      blocks.select(1, to).copy_(blocks.select(1, from));
     }
   }
 
@@ -167,28 +156,18 @@ class llama_loops final : public llama_base {
   }
 
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
-    const size_t first = pass.first, last = pass.last;
     const int64_t n = pass.tokens;
-    auto* slot = ws_slots_.data_ptr<int64_t>();
     const int64_t outputs =
-        lay_out_rows(items, pass, shape_.n_kv_heads, context_,
+        lay_out_rows(items, pass, shape_.n_kv_heads, block_size_,
                      {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
-                      ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(), slot});
-    // Short prompts go through the row loop; long ones through matrix products (slot -1 here).
-    int64_t row = 0;
-    for (size_t i = first; i < last; ++i) {
-      const bool by_rows = attends_by_rows(items[i]);
-      for (int32_t t = 0; t < items[i].count; ++t, ++row)
-        if (!by_rows) slot[row] = -1;
-    }
+                      ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(),
+                      ws_tables_.data()});
+    // Every row, of a prompt or of a decode step, attends through the one row loop: a row's
+    // arithmetic is then the same however its prompt was split into passes, whatever else the
+    // pass holds and whichever blocks hold its cache (a prompt whose beginning came from the
+    // prefix cache gives the very bits of one computed whole).
     forward(n, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
       rows_attention(layer, n, q, out);
-      int64_t offset = 0;
-      for (size_t i = first; i < last; ++i) {
-        if (!attends_by_rows(items[i]))
-          prefill_attention(layer, items[i], offset, q, out);
-        offset += items[i].count;
-      }
     });
     final_logits(outputs, rows_out_);
     rows_out_ += outputs;
@@ -341,43 +320,8 @@ class llama_loops final : public llama_base {
     multiply(classifier_, xfn, out, m);
   }
 
-  // Causal attention of one prompt's tokens over its slot's cache.
-  void prefill_attention(int32_t layer, const prefill_item& it, int64_t offset, const at::Tensor& q,
-                         at::Tensor& out) {
-    const auto& sh = shape_;
-    const int64_t t = it.count, hs = sh.head_size(), kvh = sh.n_kv_heads;
-    const int64_t g = sh.n_heads / kvh, span = it.start + t;
-    // Queries [t, kvh, g, hs] -> [kvh, g*t, hs].
-    auto qi = q.narrow(0, offset, t)
-                  .view({t, kvh, g, hs})
-                  .permute({1, 2, 0, 3})
-                  .reshape({kvh, g * t, hs});
-    // [kvh, blocks, hs, 8] -> [kvh, hs, span].
-    const int64_t blocks = (span + 7) / 8;
-    auto keys_t = k_cache_[layer]
-                      .view({slots_, kvh, key_blocks_, hs, 8})[it.slot]
-                      .narrow(1, 0, blocks)
-                      .permute({0, 2, 1, 3})
-                      .reshape({kvh, hs, blocks * 8})
-                      .narrow(2, 0, span)
-                      .to(at::kFloat);  // a bf16 cache widened (exactly); f32 as it is
-    auto values = v_cache_[layer]
-                      .view({slots_, kvh, context_, hs})[it.slot]
-                      .narrow(1, 0, span)
-                      .to(at::kFloat);
-    auto scores = at::bmm(qi, keys_t).mul_(1.0 / std::sqrt(double(hs)));
-    // Query i (position start+i) reads positions 0..start+i.
-    auto causal = at::ones({t, span}, at::kBool).triu_(it.start + 1);
-    scores.view({kvh, g, t, span}).masked_fill_(causal, -std::numeric_limits<float>::infinity());
-    auto probs = at::_softmax(scores, -1, false);
-    auto o = at::bmm(probs, values);  // [kvh, g*t, hs]
-    out.narrow(0, offset, t)
-        .view({t, kvh, g, hs})
-        .copy_(o.view({kvh, g, t, hs}).permute({2, 0, 1, 3}));
-  }
-
   // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
-  // rows of (slot, kv_head, position) listed in ws_cache_rows_, rounded to bf16 in a bf16 cache.
+  // rows of (block, kv_head, offset) listed in ws_cache_rows_, rounded to bf16 in a bf16 cache.
   void write_cache(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
     if (bf16_cache_)
       write_cache_as<uint16_t>(layer, n, k, v);
@@ -393,9 +337,8 @@ class llama_loops final : public llama_base {
 
   template <class T>
   void write_cache_as(int32_t layer, int64_t n, const at::Tensor& k, const at::Tensor& v) {
-    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, kb = key_blocks_;
+    const int64_t hs = shape_.head_size(), kvh = shape_.n_kv_heads, bs = block_size_;
     const auto* rows = ws_cache_rows_.data_ptr<int64_t>();
-    const auto* pos = ws_positions_.data_ptr<int64_t>();
     T* kc = cache_of<T>(k_cache_, layer);
     T* vc = cache_of<T>(v_cache_, layer);
     const float* kp = k.data_ptr<float>();
@@ -403,10 +346,10 @@ class llama_loops final : public llama_base {
     const int64_t ks = k.stride(0), vs = v.stride(0);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < kvh; ++h) {
-        // rows[] = (slot * kvh + h) * context_ + position.
-        const int64_t row = rows[i * kvh + h];
-        const int64_t head = (row - pos[i]) / context_;
-        T* block = kc + ((head * kb + pos[i] / 8) * hs) * 8 + pos[i] % 8;
+        // rows[] = (block * kvh + h) * bs + offset: the keys of a (block, kv head) are bs * hs
+        // numbers from (row - offset) * hs, in runs of eight positions.
+        const int64_t row = rows[i * kvh + h], offset = row % bs;
+        T* block = kc + (row - offset) * hs + (offset / 8) * hs * 8 + offset % 8;
         const float* key = kp + i * ks + h * hs;
         for (int64_t e = 0; e < hs; ++e) store_cached(block + e * 8, key[e]);
         T* value = vc + row * hs;
@@ -415,11 +358,11 @@ class llama_loops final : public llama_base {
       }
   }
 
-  // Attention of each row (one token of a sequence) over its slot's cache, positions
-  // 0..position; rows whose slot is -1 are skipped. A plain loop: it reads the cache in place
-  // (no gather, no mask) and replaces seven torch operations per layer, whose dispatch cost
-  // dominated a step of a small model. Causal by construction: a row reads only positions up to
-  // its own, and the whole pass's keys are in the cache before any row attends.
+  // Attention of each row (one token of a sequence) over its sequence's blocks, positions
+  // 0..position. A plain loop: it reads the cache in place (no gather, no mask) and replaces
+  // seven torch operations per layer, whose dispatch cost dominated a step of a small model.
+  // Causal by construction: a row reads only positions up to its own, and the whole pass's keys
+  // are in the cache before any row attends.
   void rows_attention(int32_t layer, int64_t n, const at::Tensor& q, at::Tensor& out) {
     if (bf16_cache_)
       rows_attention_as<uint16_t>(layer, n, q, out);
@@ -444,9 +387,10 @@ class llama_loops final : public llama_base {
     const int64_t q_stride = q.stride(0);
     float* op = out.data_ptr<float>();
     const auto* pos = ws_positions_.data_ptr<int64_t>();
-    const auto* slot = ws_slots_.data_ptr<int64_t>();
+    const int32_t* const* tables = ws_tables_.data();
     const float scale = 1.0f / std::sqrt(float(hs));
-    const int64_t ctx = key_blocks_ * 8;  // positions per head in the key cache; scores' stride
+    const int64_t bs = block_size_, block_stride = kvh * bs * hs;
+    const int64_t ctx = table_blocks_ * bs;  // the most positions a row reads; scores' stride
     int64_t longest = 1;
     for (int64_t i = 0; i < n; ++i) longest = std::max(longest, pos[i] + 1);
     const int64_t grain = grain_for(attention_cost * longest * hs * g);
@@ -457,11 +401,10 @@ class llama_loops final : public llama_base {
       if (int64_t(scores.size()) < ctx * g + 8) scores.resize(size_t(ctx * g + 8));
       for (int64_t r = begin; r < end; ++r) {
         const int64_t i = r / kvh, kh = r % kvh;
-        if (slot[i] < 0) continue;
-        const int64_t head = slot[i] * kvh + kh;
-        attend_cached(hs, qp + i * q_stride + kh * g * hs, g, kc + head * ctx * hs, ctx,
-                      vc + head * context_ * hs, pos[i] + 1, scale, scores.data(),
-                      op + (i * heads + kh * g) * hs);
+        const cache_blocks<T> cache{kc + kh * bs * hs, vc + kh * bs * hs, block_stride,
+                                    tables[i], bs};
+        attend_cached(hs, qp + i * q_stride + kh * g * hs, g, cache, ctx, pos[i] + 1, scale,
+                      scores.data(), op + (i * heads + kh * g) * hs);
       }
     });
   }
@@ -469,15 +412,6 @@ class llama_loops final : public llama_base {
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   std::vector<prefill_item> decode_as_prefill_;
-  // Prompts reaching past this position attend through matrix products instead of the row loop,
-  // whose cost grows with the square of the length; a few tokens (a decode step's one, a short
-  // chunk) always take the row loop, whose cost is linear in the span for them.
-  static constexpr int64_t rows_attention_limit = 256;
-  static constexpr int32_t rows_attention_tokens = 16;
-
-  static bool attends_by_rows(const prefill_item& it) {
-    return it.start + it.count <= rows_attention_limit || it.count <= rows_attention_tokens;
-  }
   llama_tensors weights_;  // the matrices moved into packed_ and classifier_
   std::unique_ptr<huge_page_arena> arena_;  // where packed_ and classifier_ keep their weights
   std::unique_ptr<huge_page_arena> cache_arena_;  // where k_cache_ and v_cache_ are
@@ -488,9 +422,9 @@ class llama_loops final : public llama_base {
   packed_matrix classifier_;
   bool bf16_cache_;          // k_cache_ and v_cache_ hold bf16 (else float32)
   at::Tensor k_cache_, v_cache_;
-  int64_t key_blocks_ = 0;  // blocks of eight positions per head in k_cache_
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
-      ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_, ws_slots_;
+      ws_h_, ws_hb_, ws_last_, ws_xf_, ws_xfn_, ws_logits_;
+  std::vector<const int32_t*> ws_tables_;
 };
 
 }  // namespace

@@ -23,10 +23,19 @@ int64_t bytes_per_element(compute_dtype dtype) {
   return dtype == compute_dtype::bf16 ? 2 : 4;
 }
 
-int64_t kv_cache_bytes(const llama_shape& shape, int32_t slots, int32_t context,
+int64_t kv_cache_bytes(const llama_shape& shape, int32_t sequences, int32_t tokens,
                        compute_dtype dtype) {
-  return 2 * int64_t{shape.n_layers} * slots * context * shape.kv_dim() *
+  return 2 * int64_t{shape.n_layers} * sequences * tokens * shape.kv_dim() *
          bytes_per_element(dtype);
+}
+
+int32_t kv_blocks_in(const llama_shape& shape, int64_t bytes, int32_t block_size,
+                     compute_dtype dtype) {
+  return int32_t(bytes / kv_cache_bytes(shape, 1, block_size, dtype));
+}
+
+int32_t default_kv_blocks(int32_t slots, int32_t context, int32_t block_size) {
+  return slots * ((context + block_size - 1) / block_size);
 }
 
 expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,

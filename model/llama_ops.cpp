@@ -52,8 +52,9 @@ class llama_ops final : public llama_base {
       for (auto* t : {&lw.wqkv_t, &lw.bqkv, &lw.wo_t, &lw.w13_t, &lw.w2_t})
         if (t->defined()) place(*t);
 
-    // The KV cache, [layer][slot, kv head, position, head element].
-    k_cache_ = at::zeros({s.n_layers, slots_, s.n_kv_heads, context_, hs}, floats);
+    // The KV cache, [layer][block, kv head, offset, head element]: blocks of block_size_
+    // positions that sequences share through their block tables.
+    k_cache_ = at::zeros({s.n_layers, kv_blocks_, s.n_kv_heads, block_size_, hs}, floats);
     v_cache_ = at::zeros_like(k_cache_);
 
     // Workspace for one forward pass of up to `capacity_` tokens, reused by every step.
@@ -63,7 +64,9 @@ class llama_ops final : public llama_base {
     ws_positions_ = at::empty({n}, longs);
     ws_cache_rows_ = at::empty({n * s.n_kv_heads}, longs);
     ws_last_ = at::empty({n}, longs);
-    ws_slots_ = at::empty({slots_}, longs);
+    // The block tables of a decode step's rows, each table_blocks_ long (a fixed shape for the
+    // captured graphs; entries past a sequence's blocks repeat its first and are masked).
+    ws_tables_ = at::empty({int64_t{slots_} * table_blocks_}, longs);
     ws_x_ = at::empty({n, d}, floats);
     ws_xb_ = at::empty({n, d}, floats);
     ws_sq_ = at::empty({n, d}, floats);
@@ -80,14 +83,17 @@ class llama_ops final : public llama_base {
     ws_xfn_ = at::empty({n, d}, floats);
     ws_msf_ = at::empty({n, 1}, floats);
     ws_logits_ = at::empty({n, v}, floats);
-    // Decode attention: the keys and values of the step's slots, and the mask of each row.
-    ws_kg_ = at::empty({int64_t{slots_} * s.n_kv_heads * context_ * hs}, floats);
+    // Decode attention: the blocks of the step's rows gathered, the keys and values laid out
+    // [row, kv head, position, element], and the mask of each row.
+    const int64_t span = table_span();
+    ws_blocks_ = at::empty({int64_t{slots_} * span * s.n_kv_heads * hs}, floats);
+    ws_kg_ = at::empty({int64_t{slots_} * s.n_kv_heads * span * hs}, floats);
     ws_vg_ = at::empty_like(ws_kg_);
 #if !defined(CONVEYOR_FUSED_ATTENTION)
-    ws_scores_ = at::empty({int64_t{slots_} * s.n_heads * context_}, floats);
+    ws_scores_ = at::empty({int64_t{slots_} * s.n_heads * span}, floats);
     ws_probs_ = at::empty_like(ws_scores_);
 #endif
-    ws_mask_ = at::empty({int64_t{slots_} * context_}, floats);
+    ws_mask_ = at::empty({int64_t{slots_} * span}, floats);
     // Host side of the per-step inputs (int64) and of the mask and logits (float32): the
     // workspace itself where it is host memory of that type, else staging buffers (pinned on a
     // GPU) that upload() and download() copy.
@@ -99,7 +105,7 @@ class llama_ops final : public llama_base {
     h_positions_ = host(ws_positions_, at::kLong);
     h_cache_rows_ = host(ws_cache_rows_, at::kLong);
     h_last_ = host(ws_last_, at::kLong);
-    h_slots_ = host(ws_slots_, at::kLong);
+    h_tables_ = host(ws_tables_, at::kLong);
     h_mask_ = host(ws_mask_, at::kFloat);
     h_logits_ = host(ws_logits_, at::kFloat);
     synchronize(device_);
@@ -132,13 +138,11 @@ class llama_ops final : public llama_base {
     return view;
   }
 
-  bool copies_prefixes() const override { return true; }
-
-  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
+  void copy_block(int32_t from, int32_t to) override {
     c10::InferenceMode guard;
-    // [layer, slot, kv head, position, element]: every layer at once, on the device.
-    k_cache_.select(1, to).narrow(2, 0, tokens).copy_(k_cache_.select(1, from).narrow(2, 0, tokens));
-    v_cache_.select(1, to).narrow(2, 0, tokens).copy_(v_cache_.select(1, from).narrow(2, 0, tokens));
+    // [layer, block, kv head, offset, element]: every layer at once, on the device.
+    k_cache_.select(1, to).copy_(k_cache_.select(1, from));
+    v_cache_.select(1, to).copy_(v_cache_.select(1, from));
   }
 
   logits_view decode(const std::vector<decode_item>& items) override {
@@ -147,18 +151,22 @@ class llama_ops final : public llama_base {
     if (n == 0) return {h_logits_.data_ptr<float>(), 0, shape_.vocab_size};
     // With graphs a batch of n runs as its bucket b >= n, its extra rows repeating item 0 (they
     // write the same key and value to the same cache row again; their logits are ignored), and
-    // attention spans the whole context under the mask: fixed shapes for every replay.
+    // attention reads every row's whole block table under the mask: fixed shapes for every
+    // replay. Without graphs, the blocks that the longest row reaches.
     const int64_t rows = graphs_.active() ? buckets_.bucket_of(n) : n;
-    int64_t span = context_;
+    const int64_t bs = block_size_;
+    int64_t blocks = table_blocks_;
     if (!graphs_.active()) {
-      span = 0;
+      int64_t span = 0;
       for (const auto& it : items) span = std::max<int64_t>(span, it.position + 1);
+      blocks = (span + bs - 1) / bs;
     }
+    const int64_t span = blocks * bs;
     synchronize(device_);  // the previous step may still read the staging buffers
     auto* tok = h_tokens_.data_ptr<int64_t>();
     auto* pos = h_positions_.data_ptr<int64_t>();
     auto* last = h_last_.data_ptr<int64_t>();
-    auto* slot = h_slots_.data_ptr<int64_t>();
+    auto* tables = h_tables_.data_ptr<int64_t>();
     auto* rows_of_cache = h_cache_rows_.data_ptr<int64_t>();
     auto* mask = h_mask_.data_ptr<float>();
     const int64_t kvh = shape_.n_kv_heads;
@@ -167,18 +175,21 @@ class llama_ops final : public llama_base {
       const auto& it = items[size_t(i < n ? i : 0)];
       tok[i] = it.token;
       pos[i] = it.position;
-      slot[i] = it.slot;
       last[i] = i;
+      // The row's blocks; past those its position reaches, its first again (masked).
+      const int64_t own = it.position / bs + 1;
+      for (int64_t b = 0; b < blocks; ++b) tables[i * blocks + b] = it.blocks[b < own ? b : 0];
+      const int64_t block = it.blocks[it.position / bs], offset = it.position % bs;
       for (int64_t kh = 0; kh < kvh; ++kh)
-        rows_of_cache[i * kvh + kh] = (int64_t{it.slot} * kvh + kh) * context_ + it.position;
+        rows_of_cache[i * kvh + kh] = (block * kvh + kh) * bs + offset;
       // Row i may read positions 0..position_i.
       for (int64_t j = 0; j < span; ++j) mask[i * span + j] = j <= it.position ? 0.0f : neg_inf;
     }
-    upload(rows, rows, rows * span);
+    upload(rows, rows, rows * span, rows * blocks);
     graphs_.run(rows, [&] {
       auto step_mask = ws_mask_.narrow(0, 0, rows * span).view({rows, span});
       forward(rows, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
-        decode_attention(layer, rows, span, q, step_mask, out);
+        decode_attention(layer, rows, blocks, q, step_mask, out);
       });
       final_logits(rows, 0);
     });
@@ -189,15 +200,25 @@ class llama_ops final : public llama_base {
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
     synchronize(device_);  // the previous pass may still read the staging buffers
     const int64_t outputs =
-        lay_out_rows(items, pass, shape_.n_kv_heads, context_,
+        lay_out_rows(items, pass, shape_.n_kv_heads, block_size_,
                      {h_tokens_.data_ptr<int64_t>(), h_positions_.data_ptr<int64_t>(),
                       h_cache_rows_.data_ptr<int64_t>(), h_last_.data_ptr<int64_t>(), nullptr});
-    upload(pass.tokens, outputs, 0);
+    upload(pass.tokens, outputs, 0, 0);
+    // The block tables of the pass's items, as one tensor on the device.
+    int64_t total = 0;
+    for (size_t i = pass.first; i < pass.last; ++i) total += blocks_reached(items[i]);
+    auto host_tables = at::empty({total}, at::kLong);
+    auto* entry = host_tables.data_ptr<int64_t>();
+    for (size_t i = pass.first; i < pass.last; ++i)
+      for (int64_t b = 0; b < blocks_reached(items[i]); ++b) *entry++ = items[i].blocks[b];
+    const auto tables = host_tables.to(device_);
     forward(pass.tokens, [&](int32_t layer, const at::Tensor& q, at::Tensor& out) {
-      int64_t offset = 0;
+      int64_t offset = 0, first_block = 0;
       for (size_t i = pass.first; i < pass.last; ++i) {
-        prefill_attention(layer, items[i], offset, q, out);
+        const int64_t blocks = blocks_reached(items[i]);
+        prefill_attention(layer, items[i], offset, tables.narrow(0, first_block, blocks), q, out);
         offset += items[i].count;
+        first_block += blocks;
       }
     });
     final_logits(outputs, rows_out_);
@@ -259,8 +280,8 @@ class llama_ops final : public llama_base {
         at::mm_out(qkv, xb, lw.wqkv_t);
       rope(q, qkv.narrow(1, 0, qd), n, sh.n_heads);
       rope(k, qkv.narrow(1, qd, kv), n, sh.n_kv_heads);
-      // This pass's keys and values into the cache rows of (slot, kv head, position).
-      const auto cache_rows = int64_t{slots_} * sh.n_kv_heads * context_;
+      // This pass's keys and values into the cache rows of (block, kv head, offset).
+      const auto cache_rows = int64_t{kv_blocks_} * sh.n_kv_heads * block_size_;
       k_cache_[l].view({cache_rows, hs}).index_copy_(0, rows, k.reshape({n * sh.n_kv_heads, hs}));
       v_cache_[l].view({cache_rows, hs})
           .index_copy_(0, rows, qkv.narrow(1, qd + kv, kv).reshape({n * sh.n_kv_heads, hs}));
@@ -287,14 +308,33 @@ class llama_ops final : public llama_base {
     at::mm_out(out, xfn, weights_.wcls_t);
   }
 
-  // Causal attention of one prompt's t tokens (positions start..start+t-1) over its slot's cache.
-  void prefill_attention(int32_t layer, const prefill_item& it, int64_t offset, const at::Tensor& q,
-                         at::Tensor& out) {
+  // The keys or values of positions 0..span-1 of a sequence (`cache` of one layer), gathered
+  // from the blocks of `table` (on the device): [kvh, span, hs].
+  at::Tensor sequence_cache(const at::Tensor& cache, const at::Tensor& table, int64_t span) const {
+    const int64_t blocks = table.size(0), kvh = shape_.n_kv_heads, hs = shape_.head_size();
+    return at::index_select(cache, 0, table)  // [blocks, kvh, bs, hs]
+        .permute({1, 0, 2, 3})
+        .reshape({kvh, blocks * block_size_, hs})
+        .narrow(1, 0, span);
+  }
+
+  // The blocks an item's positions reach.
+  int64_t blocks_reached(const prefill_item& it) const {
+    return (int64_t{it.start} + it.count + block_size_ - 1) / block_size_;
+  }
+
+  // The positions of a full block table: what a decode step's attention reads under graphs.
+  int64_t table_span() const { return int64_t{table_blocks_} * block_size_; }
+
+  // Causal attention of one prompt's t tokens (positions start..start+t-1) over its blocks
+  // (`table`, on the device).
+  void prefill_attention(int32_t layer, const prefill_item& it, int64_t offset,
+                         const at::Tensor& table, const at::Tensor& q, at::Tensor& out) {
     const auto& sh = shape_;
     const int64_t t = it.count, hs = sh.head_size(), kvh = sh.n_kv_heads, heads = sh.n_heads;
     const int64_t g = heads / kvh, span = it.start + t;
-    auto keys = k_cache_[layer][it.slot].narrow(1, 0, span);  // [kvh, span, hs]
-    auto values = v_cache_[layer][it.slot].narrow(1, 0, span);
+    auto keys = sequence_cache(k_cache_[layer], table, span);  // [kvh, span, hs]
+    auto values = sequence_cache(v_cache_[layer], table, span);
     // Query i (position start+i) reads positions 0..start+i.
     auto allowed = at::ones({t, span}, at::TensorOptions().dtype(at::kBool).device(device_))
                        .tril_(it.start);
@@ -318,17 +358,23 @@ class llama_ops final : public llama_base {
 #endif
   }
 
-  // Attention of one token per row over its slot's cache (positions 0..span-1 under `mask`,
-  // 0 or -inf per row and position).
-  void decode_attention(int32_t layer, int64_t n, int64_t span, const at::Tensor& q,
+  // Attention of one token per row over the first `blocks` blocks of its block table
+  // (positions 0..span-1 under `mask`, 0 or -inf per row and position).
+  void decode_attention(int32_t layer, int64_t n, int64_t blocks, const at::Tensor& q,
                         const at::Tensor& mask, at::Tensor& out) {
     const auto& sh = shape_;
     const int64_t hs = sh.head_size(), kvh = sh.n_kv_heads, heads = sh.n_heads, g = heads / kvh;
-    auto slots = ws_slots_.narrow(0, 0, n);
+    const int64_t bs = block_size_, span = blocks * bs;
+    auto tables = ws_tables_.narrow(0, 0, n * blocks);
     auto kg = ws_kg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
     auto vg = ws_vg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
-    at::index_select_out(kg, k_cache_[layer].narrow(2, 0, span), 0, slots);
-    at::index_select_out(vg, v_cache_[layer].narrow(2, 0, span), 0, slots);
+    // Each row's blocks gathered [n, blocks, kvh, bs, hs], then laid out [n, kvh, position, hs].
+    auto gathered = ws_blocks_.narrow(0, 0, n * blocks * kvh * bs * hs).view({n * blocks, kvh, bs, hs});
+    for (auto [cache, dst] : {std::pair<const at::Tensor*, at::Tensor*>{&k_cache_, &kg}, {&v_cache_, &vg}}) {
+      at::index_select_out(gathered, (*cache)[layer], 0, tables);
+      dst->view({n, kvh, blocks, bs, hs})
+          .copy_(gathered.view({n, blocks, kvh, bs, hs}).permute({0, 2, 1, 3, 4}));
+    }
 #if defined(CONVEYOR_FUSED_ATTENTION)
     auto o = at::scaled_dot_product_attention(q.view({n, heads, 1, hs}), kg, vg,
                                               mask.view({n, 1, 1, span}), 0.0, false,
@@ -346,10 +392,10 @@ class llama_ops final : public llama_base {
 #endif
   }
 
-  /// Copies the first `rows` tokens and positions (and their cache rows), `outputs` logit rows
-  /// and slots, and `mask` mask elements from the host buffers to the workspace (nothing to do
-  /// where they are the same memory).
-  void upload(int64_t rows, int64_t outputs, int64_t mask) {
+  /// Copies the first `rows` tokens and positions (and their cache rows), `outputs` logit rows,
+  /// `mask` mask elements and `tables` block-table entries from the host buffers to the
+  /// workspace (nothing to do where they are the same memory).
+  void upload(int64_t rows, int64_t outputs, int64_t mask, int64_t tables) {
     auto copy = [](at::Tensor& dst, const at::Tensor& src, int64_t count) {
       if (count > 0 && !dst.is_same(src))
         dst.narrow(0, 0, count).copy_(src.narrow(0, 0, count), /*non_blocking=*/true);
@@ -358,7 +404,7 @@ class llama_ops final : public llama_base {
     copy(ws_positions_, h_positions_, rows);
     copy(ws_cache_rows_, h_cache_rows_, rows * shape_.n_kv_heads);
     copy(ws_last_, h_last_, outputs);
-    copy(ws_slots_, h_slots_, std::min<int64_t>(outputs, slots_));
+    copy(ws_tables_, h_tables_, tables);
     copy(ws_mask_, h_mask_, mask);
   }
 
@@ -376,10 +422,10 @@ class llama_ops final : public llama_base {
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   at::Tensor k_cache_, v_cache_;
-  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_last_, ws_slots_, ws_x_, ws_xb_, ws_sq_,
-      ws_ms_, ws_qkv_, ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_xf_, ws_xfn_,
-      ws_msf_, ws_logits_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_;
-  at::Tensor h_tokens_, h_positions_, h_cache_rows_, h_last_, h_slots_, h_mask_, h_logits_;
+  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_last_, ws_tables_, ws_x_, ws_xb_,
+      ws_sq_, ws_ms_, ws_qkv_, ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_xf_,
+      ws_xfn_, ws_msf_, ws_logits_, ws_blocks_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_;
+  at::Tensor h_tokens_, h_positions_, h_cache_rows_, h_last_, h_tables_, h_mask_, h_logits_;
   // Logits of a prefill with more rows than the workspace (every position of long prompts), on
   // the device and the host; and where final_logits writes and download reads now.
   at::Tensor wide_logits_, h_wide_logits_;

@@ -29,13 +29,19 @@ std::string directory_of(const std::string& path) {
 class trivial_model final : public causal_lm {
  public:
   explicit trivial_model(const runtime_options& opt)
-      : slots_(opt.slots), context_(opt.context == 0 ? 512 : opt.context) {
+      : slots_(opt.slots),
+        context_(opt.context == 0 ? 512 : opt.context),
+        block_size_(opt.block_size),
+        kv_blocks_(opt.kv_blocks != 0 ? opt.kv_blocks
+                                      : default_kv_blocks(slots_, context_, block_size_)) {
     shape_ = llama_shape{8, 8, 1, 1, 1, 512, context_, true};
     logits_.assign(static_cast<size_t>(std::max(slots_, 1)) * shape_.vocab_size, 0.0f);
   }
   const llama_shape& shape() const override { return shape_; }
   int32_t slots() const override { return slots_; }
   int32_t context() const override { return context_; }
+  int32_t block_size() const override { return block_size_; }
+  int32_t kv_blocks() const override { return kv_blocks_; }
   bool ignores_end_tokens() const override { return true; }
   logits_view prefill(const std::vector<prefill_item>& items) override {
     // The position of each returned row: every token of an item with all_logits.
@@ -58,8 +64,7 @@ class trivial_model final : public causal_lm {
   }
   int64_t kv_cache_bytes() const override { return 0; }
   // No cache: the logits depend on the position alone.
-  bool copies_prefixes() const override { return true; }
-  void copy_prefix(int32_t, int32_t, int32_t) override {}
+  void copy_block(int32_t, int32_t) override {}
 
  private:
   template <class PositionOf>
@@ -75,6 +80,8 @@ class trivial_model final : public causal_lm {
   }
   int32_t slots_;
   int32_t context_;
+  int32_t block_size_;
+  int32_t kv_blocks_;
   llama_shape shape_;
   std::vector<float> logits_;
   std::vector<int32_t> positions_;

@@ -100,7 +100,8 @@ namespace {
 /// One request at a time per executor: the baseline.
 class sequential_policy final : public batching_policy {
  public:
-  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp) override {
+  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp,
+                                       const request_filter&) override {
     std::vector<sequence_request> out;
     if (e.active == 0 && e.free_slots > 0 && !q.empty()) out.push_back(q.pop_front());
     return out;
@@ -115,8 +116,8 @@ class seed_policy final : public batching_policy {
  public:
   explicit seed_policy(const batcher_options& o) : options_(o) {}
 
-  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e,
-                                       stamp now) override {
+  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp now,
+                                       const request_filter&) override {
     std::vector<sequence_request> out;
     if (e.active != 0 || e.free_slots <= 0 || q.empty()) return out;
     const size_t n = size_t(std::min(options_.max_batch_size, e.free_slots));
@@ -152,18 +153,33 @@ class continuous_policy final : public batching_policy {
  public:
   explicit continuous_policy(const batcher_options& o) : options_(o) {}
 
-  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp) override {
+  std::vector<sequence_request> select(waiting_queue& q, const executor_view& e, stamp,
+                                       const request_filter& eligible) override {
     std::vector<sequence_request> out;
     int32_t room = std::min(e.free_slots, options_.max_num_seqs - e.active);
     int64_t budget = options_.max_batched_tokens;
-    while (room > 0 && !q.empty()) {
-      const auto* front = &q.front();
-      const int64_t n = int64_t(front->prompt.size());
-      if (!out.empty() && n > budget) break;
+    if (!eligible) {
+      while (room > 0 && !q.empty()) {
+        const int64_t n = int64_t(q.front().prompt.size());
+        if (!out.empty() && n > budget) break;
+        budget -= n;
+        --room;
+        out.push_back(q.pop_front());
+      }
+      return out;
+    }
+    // In queue order, the requests this executor may take; the others stay for theirs.
+    std::vector<request_id> picked;
+    for (const sequence_request* r : q.in_order()) {
+      if (room == 0) break;
+      if (!eligible(*r)) continue;
+      const int64_t n = int64_t(r->prompt.size());
+      if (!picked.empty() && n > budget) break;
       budget -= n;
       --room;
-      out.push_back(q.pop_front());
+      picked.push_back(r->id);
     }
+    for (request_id id : picked) out.push_back(*q.remove(id));
     return out;
   }
   policy_kind kind() const override { return policy_kind::continuous; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,14 +95,20 @@ struct executor_view {
   int32_t active = 0;
 };
 
+/// Whether the executor asking for work may take a request (prefix routing); an empty filter
+/// takes any.
+using request_filter = std::function<bool(const sequence_request&)>;
+
 /// A batching policy: picks the requests an executor gets when it asks for work.
 class batching_policy {
  public:
   virtual ~batching_policy() = default;
 
-  /// Removes from `queue` and returns the requests for this executor; may return none.
+  /// Removes from `queue` and returns the requests for this executor; may return none. The
+  /// continuous policy takes, in queue order, only requests that `eligible` lets this executor
+  /// take (the others wait for another executor); the static policies take any.
   virtual std::vector<sequence_request> select(waiting_queue& queue, const executor_view& exec,
-                                               stamp now) = 0;
+                                               stamp now, const request_filter& eligible = {}) = 0;
 
   /// When `select` gave nothing although requests wait: when to ask again (0: only when
   /// something changes).

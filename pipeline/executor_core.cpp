@@ -20,10 +20,12 @@ std::vector<int32_t> model_end_ids(const model::causal_lm& m, const tokenizers::
 }  // namespace
 
 executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
-                             std::shared_ptr<const tokenizers::tokenizer> tokenizer)
+                             std::shared_ptr<const tokenizers::tokenizer> tokenizer,
+                             bool prefix_caching)
     : name_(std::move(name)),
       model_(std::move(model)),
-      scheduler_(model_->slots(), model_->context(), model_->copies_prefixes()),
+      scheduler_(model_->slots(), model_->context(),
+                 kv_cache_layout{model_->block_size(), model_->kv_blocks(), prefix_caching}),
       outputs_(tokenizer, model_->context(), model_end_ids(*model_, *tokenizer)) {}
 
 void executor_core::set_clock(std::function<stamp()> clock) {
@@ -82,15 +84,14 @@ void executor_core::run_step(step_output& out) {
   // -- model forward --
   const stamp start = clock_();
   auto logits = model_->prefill(step.items);
-  for (const auto& f : step.followers)
-    model_->copy_prefix(step.rows[f.leader_row].seq->schedule.slot, f.seq->schedule.slot,
-                        int32_t(f.seq->req.prompt.size()));
+  for (const auto& [from, to] : step.block_copies) model_->copy_block(from, to);
   const stamp done = clock_();
   scheduler_.advance(step, double(done - start) / 1e6);
   // -- sample and process outputs, row by row --
   for (const auto& row : step.rows) {
     sequence& s = *row.seq;
     if (row.prefill) {
+      if (row.resumes) continue;  // recomputed cache: its logits were sampled from before
       if (row.all_logits && !s.ended)
         outputs_.score_prompt_chunk(s, logits, row.first_logits_row, row.prompt_start,
                                     row.prompt_count);
@@ -108,7 +109,8 @@ void executor_core::run_step(step_output& out) {
   out.step_timings.push_back(step_timing{
       name_, step.prefill_rows > 0 ? step_kind::prefill : step_kind::decode, step.items.size(),
       size_t(step.prompt_tokens + step.decoded), size_t(step.computed), to_time_point(start),
-      std::chrono::nanoseconds(done - start)});
+      std::chrono::nanoseconds(done - start), scheduler_.blocks().used_blocks(),
+      scheduler_.blocks().cached_blocks(), scheduler_.blocks().free_blocks()});
 }
 
 void executor_core::sample(sequence& s, const float* logits, int32_t vocab, stamp now,

@@ -20,14 +20,18 @@
 namespace conveyor::pipeline {
 
 /// Runs sequences on one model, one step at a time: the `scheduler` decides what the step's
-/// forward pass computes (admission into KV-cache slots, decode first, prompts in chunks), the
+/// forward pass computes (admission, KV-cache blocks and the prefix cache, decode first, prompts
+/// in chunks), the
 /// model runs it, each sequence's `token_sampler` picks its next token from its row of logits,
 /// and the `output_processor` turns tokens into text, log-probabilities and ends. Every request
 /// it takes ends exactly once, in some step's output. Only the executor's thread touches it.
 class executor_core {
  public:
+  /// An executor of `model`'s slots and KV-cache blocks; `prefix_caching` enters every full
+  /// block in the prefix cache and starts each prompt from its longest cached prefix.
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
-                std::shared_ptr<const tokenizers::tokenizer> tokenizer);
+                std::shared_ptr<const tokenizers::tokenizer> tokenizer,
+                bool prefix_caching = true);
 
   /// Name used in metrics ("cpu:0").
   const std::string& name() const { return name_; }
@@ -47,6 +51,9 @@ class executor_core {
 
   /// Sequences admitted and not yet ended.
   int32_t active() const { return scheduler_.active(); }
+
+  /// The KV-cache blocks: their gauges.
+  const kv_block_pool& kv_blocks() const { return scheduler_.blocks(); }
 
   /// True when a step would do work.
   bool has_work() const { return scheduler_.has_work(); }

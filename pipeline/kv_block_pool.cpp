@@ -75,6 +75,14 @@ error kv_block_pool::release(block_id id) {
   return {};
 }
 
+error kv_block_pool::retain(block_id id) {
+  if (!in_pool(id) || blocks_[static_cast<std::size_t>(id)].ref_count == 0)
+    return make_error(ec::internal, "kv_block_pool: retain of block " + std::to_string(id) +
+                                        ", which no one holds");
+  ++blocks_[static_cast<std::size_t>(id)].ref_count;
+  return {};
+}
+
 error kv_block_pool::cache_full_block(block_id id, std::optional<block_id> parent,
                                       const std::vector<int32_t>& tokens, uint64_t extra_key) {
   auto fail = [](std::string what) { return make_error(ec::internal, "kv_block_pool: " + what); };

@@ -52,6 +52,11 @@ class kv_block_pool {
   /// `ec::internal` error and changes nothing.
   error release(block_id id);
 
+  /// Takes one more reference on `id`, which the caller holds: a sequence that shares another's
+  /// block (the prompt of a request with n > 1). Returns an `ec::internal` error, changing
+  /// nothing, for an id outside the pool or one whose refcount is 0.
+  error retain(block_id id);
+
   // -- prefix caching ---------------------------------------------------------------------------
 
   /// Records that block `id` holds the KV of the `block_size` tokens `tokens` that follow the

@@ -134,6 +134,8 @@ void output_processor::finish(sequence& s, outcome how, finish_reason reason, ec
   r.message = std::move(message);
   r.prompt_tokens = int32_t(s.req.prompt.size());
   r.completion_tokens = o.generated;
+  r.cache_queried_tokens = s.schedule.queried_tokens;
+  r.cached_tokens = s.schedule.cached_tokens;
   r.times = s.req.times;
   r.times.finished = clock_();
   // Text still held back (an incomplete character, a possible stop string) ends the answer,

@@ -1,5 +1,6 @@
-// The scheduler of one executor: admission into KV-cache slots, the waiting and running sets,
-// and what each step's forward pass computes.
+// The scheduler of one executor: admission, the KV-cache blocks of every sequence (the block
+// pool, prefix caching, preemption), the waiting and running sets, and what each step's forward
+// pass computes.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "model/causal_lm.hpp"
+#include "pipeline/kv_block_pool.hpp"
 #include "pipeline/request.hpp"
 #include "pipeline/sequence.hpp"
 #include "pipeline/step_cost_model.hpp"
@@ -27,6 +29,8 @@ struct step_row {
   /// The chunk's first prompt token and its prompt tokens, padding not counted.
   int32_t prompt_start = 0;
   int32_t prompt_count = 0;
+  /// The chunk recomputes the cache of a preempted sequence: its logits are not used.
+  bool resumes = false;
   /// The chunk returns a row of logits per token (the prompt's log-probabilities).
   bool all_logits = false;
   /// The item's first row of logits, and the row its next token is sampled from.
@@ -34,8 +38,9 @@ struct step_row {
   int32_t sample_logits_row = 0;
 };
 
-/// A waiting sequence whose prompt equals that of a sequence prefilled in this step: it copies
-/// that one's KV-cache rows and samples from its logits.
+/// A waiting sequence whose prompt equals that of a sequence prefilled in this step: it shares
+/// that one's full blocks, continues in a copy of its last, partly filled one, and samples from
+/// its logits.
 struct step_follower {
   sequence* seq = nullptr;
   /// The row of the sequence it copies.
@@ -50,6 +55,8 @@ struct scheduled_step {
   std::vector<step_row> rows;
   /// Sequences that share the prefill of a row.
   std::vector<step_follower> followers;
+  /// Blocks to copy (from, to) once the forward pass has run: the followers' last blocks.
+  std::vector<std::pair<int32_t, int32_t>> block_copies;
   /// Rows of prompt chunks (the first rows).
   size_t prefill_rows = 0;
   /// Rows that decode, and the cache positions they read together.
@@ -84,19 +91,37 @@ struct scheduled_end {
   std::string message;
 };
 
-/// Admits sequences into free KV-cache slots and decides each step. Iteration-level: sequences
-/// join between steps and leave the moment they end. In a static batch (the `seed` policy) the
-/// whole batch is padded to its longest prompt, and finished members keep their rows until every
-/// member has finished. Otherwise a `step_planner` plans each step from a `step_cost_model`
-/// fitted on the executor's own steps: every running sequence decodes, prompts are prefilled in
-/// chunks within the step's time budget, and a prompt equal to an earlier one's is computed once.
-/// It decides who ends at a step boundary; the output processor ends them. Only the executor's
-/// thread touches it.
+/// How an executor's KV cache is kept: what the model reserved, and whether prefixes are cached.
+struct kv_cache_layout {
+  /// Positions per block.
+  int32_t block_size = 16;
+  /// Blocks in the pool (at least those of one sequence of the whole context).
+  int32_t blocks = 0;
+  /// Full blocks are entered in the prefix cache and found again by later prompts.
+  bool prefix_caching = true;
+};
+
+/// Admits up to `slots` sequences and decides each step. Iteration-level: sequences join between
+/// steps and leave the moment they end. Every sequence holds a table of blocks from the
+/// executor's `kv_block_pool`, taken as its positions need them; with prefix caching a prompt
+/// starts from the blocks of its longest cached prefix (never its last token, whose logits it
+/// needs), and every block it fills is entered in the cache. A running sequence that finds no
+/// free block preempts the most recently admitted one (a waiting one first, else a running one,
+/// perhaps itself): the preempted one gives its blocks up and later recomputes its prompt and the
+/// tokens it had generated (from the prefix cache, where its blocks are still there), then
+/// decodes on; a prompt waits while no block is free. In a static batch (the `seed` policy) each
+/// member reserves the blocks of a whole context at admission, the batch is padded to its
+/// longest prompt, and finished members keep their rows until every member has finished.
+/// Otherwise a `step_planner` plans each step from a `step_cost_model` fitted on the executor's
+/// own steps: every running sequence decodes, prompts are prefilled in chunks within the step's
+/// time budget, and a prompt equal to an earlier one's is computed once (the later ones share its
+/// blocks). It decides who ends at a step boundary; the output processor ends them. Only the
+/// executor's thread touches it.
 class scheduler {
  public:
-  /// A scheduler of a model's `slots` KV-cache slots of `context` tokens; `copies_prefixes`:
-  /// the model copies a prompt's cache rows from one slot to another (model::causal_lm).
-  scheduler(int32_t slots, int32_t context, bool copies_prefixes);
+  /// A scheduler of up to `slots` sequences of at most `context` tokens over the blocks of
+  /// `kv`.
+  scheduler(int32_t slots, int32_t context, kv_cache_layout kv);
 
   // -- the sequences ---
 
@@ -121,12 +146,16 @@ class scheduler {
   /// scheduler takes the kind of the batch.
   void open_admission(bool static_batch);
 
-  /// Whether a sequence of a batch of this kind gets a slot now.
+  /// Whether a sequence of a batch of this kind gets a slot now (a static batch's member: and
+  /// the blocks of a whole context).
   bool has_slot_for(bool static_batch) const;
 
   /// Takes `s` into a free slot (has_slot_for) at `now`; its prompt is prefilled from the next
   /// step on, as the step planner's budget allows (a static batch: all at the next step).
   void admit(std::unique_ptr<sequence> s, stamp now);
+
+  /// The block pool: its gauges.
+  const kv_block_pool& blocks() const { return pool_; }
 
   /// Asks that a request end as cancelled at the next step boundary. False if unknown here.
   bool cancel(request_id id);
@@ -137,17 +166,19 @@ class scheduler {
   /// as cancelled when asked to, else as expired when past their deadline.
   std::vector<scheduled_end> ends_at(stamp now) const;
 
-  /// Releases the slots of ended sequences (a static batch's only once all of them ended).
+  /// Releases the slots and blocks of ended sequences (a static batch's only once all of them
+  /// ended).
   void release_ended();
 
-  /// Releases the slots of every ended sequence, a static batch's too (after abort).
+  /// Releases the slots and blocks of every ended sequence, a static batch's too (after abort).
   void release_all_ended();
 
   /// Plans the next forward pass. Valid until the next call.
   const scheduled_step& schedule();
 
   /// The forward pass of `step` ran in `ms` milliseconds: prompts and positions move on, the
-  /// prompts now complete join the running set, and the cost model learns the step.
+  /// blocks they filled enter the prefix cache, the prompts now complete join the running set,
+  /// and the cost model learns the step.
   void advance(const scheduled_step& step, double ms);
 
   // -- settings ---
@@ -169,12 +200,34 @@ class scheduler {
   void plan_static_prefill();
   /// The prefill rows of a continuous step, from the planner, and the followers that join it.
   void plan_chunked_prefill();
+  /// Blocks for every running sequence's decode position, preempting where none is free.
+  void allocate_decode_blocks();
+  /// Takes blocks until `s` holds those of positions [0, positions); false when the pool ran
+  /// out first (what it took stays).
+  bool take_blocks(sequence& s, int32_t positions);
+  /// The most recently admitted sequence holding blocks: a waiting one first, else a running one
+  /// not yet preempted (`s` itself at last).
+  sequence* preemption_victim(const sequence& s) const;
+  /// Gives up the blocks of `s`; a running one is marked to resume (moved to the waiting set by
+  /// the caller).
+  void preempt(sequence& s);
+  /// Starts a waiting sequence without blocks from its longest cached prefix.
+  void look_up_prefix(sequence& s);
+  /// Enters the full blocks of `s` among its first `filled` positions in the prefix cache.
+  void register_blocks(sequence& s, int32_t filled);
+  /// Returns every block of `s` to the pool.
+  void release_blocks(sequence& s);
+  /// Ends a sequence's stay: its blocks back to the pool, its slot free.
+  void release(sequence& s);
 
   int32_t context_ = 0;
-  bool copies_prefixes_ = false;
+  kv_cache_layout kv_;
+  /// Blocks of one sequence of the whole context.
+  int32_t table_blocks_ = 0;
+  kv_block_pool pool_;
   step_cost_model costs_;
   step_planner planner_;
-  std::vector<int32_t> free_slots_;
+  int32_t free_slots_ = 0;
   std::deque<std::unique_ptr<sequence>> waiting_;   // admitted, prompt not yet all prefilled
   std::vector<std::unique_ptr<sequence>> running_;  // prefilled
   bool static_batch_ = false;
@@ -190,6 +243,7 @@ class scheduler {
     sequence* leader;
   };
   std::vector<pending_follower> pending_followers_;
+  std::vector<sequence*> preempted_;  // running sequences preempted in this schedule()
 };
 
 }  // namespace conveyor::pipeline

@@ -14,16 +14,30 @@
 
 namespace conveyor::pipeline {
 
-/// What the scheduler keeps of a sequence: its KV-cache slot and how far the model has come.
+/// What the scheduler keeps of a sequence: its KV-cache blocks and how far the model has come.
 struct scheduling_state {
-  /// The KV-cache slot, given at admission.
-  int32_t slot = 0;
-  /// Prompt tokens in the cache (chunked prefill).
+  /// The block table: block i holds positions [i * block_size, (i + 1) * block_size).
+  std::vector<int32_t> blocks;
+  /// Leading blocks that hold a prefix entered in the prefix cache (entered by this sequence,
+  /// found there, or shared with the sequence whose prompt it shares).
+  int32_t registered = 0;
+  /// Tokens in the cache while the prompt is prefilled (chunked prefill); from the first
+  /// uncached position on after a prefix-cache hit.
   int32_t prefilled = 0;
   /// Position of `next_token`.
   int32_t position = 0;
   /// Sampled, not yet fed to the model.
   int32_t next_token = 0;
+  /// The generated tokens fed to the model, in order: what the cache holds after the prompt.
+  std::vector<int32_t> fed;
+  /// Preempted for want of blocks: its blocks were given up, and `resume_tokens` (the prompt and
+  /// `fed`) are prefilled again before it decodes on from `position` with `next_token`.
+  bool resuming = false;
+  std::vector<int32_t> resume_tokens;
+  /// Whether the prefix cache was looked up; the prompt tokens it was asked for and found then.
+  bool looked_up = false;
+  int32_t queried_tokens = 0;
+  int32_t cached_tokens = 0;
   /// The sequence ends as cancelled at the next step boundary.
   bool cancel_requested = false;
 };
@@ -67,8 +81,20 @@ struct sequence {
   /// The output processor's.
   output_state output;
 
-  /// Whether the whole prompt is in the cache.
-  bool prefill_done() const { return schedule.prefilled >= int32_t(req.prompt.size()); }
+  /// The tokens a prefill computes: the prompt, or the prompt and the fed tokens of a sequence
+  /// that resumes.
+  const std::vector<int32_t>& prefill_tokens() const {
+    return schedule.resuming ? schedule.resume_tokens : req.prompt;
+  }
+
+  /// Whether every token the prefill computes is in the cache.
+  bool prefill_done() const { return schedule.prefilled >= int32_t(prefill_tokens().size()); }
+
+  /// The token at cache position `p`: of the prompt, then of the fed tokens.
+  int32_t token_at(int32_t p) const {
+    const auto n = int32_t(req.prompt.size());
+    return p < n ? req.prompt[size_t(p)] : schedule.fed[size_t(p - n)];
+  }
 };
 
 }  // namespace conveyor::pipeline

@@ -123,7 +123,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 49u);
+  EXPECT_EQ(all.size(), 52u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -143,7 +143,9 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   EXPECT_EQ(all[9], "executors");
   EXPECT_EQ(all[10], "executors[].device");
   EXPECT_EQ(all[15], "executors[].step_target_ratio");
-  EXPECT_EQ(all[18], "cluster.remote");
+  EXPECT_EQ(all[18], "kv_cache.block_size");
+  EXPECT_EQ(all[20], "kv_cache.prefix_caching");
+  EXPECT_EQ(all[21], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -811,6 +813,11 @@ bf16_inputs = false
 
 [tokenizer]
 workers = 2
+
+[kv_cache]
+block_size = 16
+memory_mb = 0
+prefix_caching = true
 
 [cluster]
 remote = []

@@ -2,6 +2,7 @@
 // f32 cache holding the same (bf16-rounded) numbers gives, on the vector code of every head size
 // it has and on the scalar loop; both within float32 rounding of a float64 softmax attention;
 // and the cache's element conversions against values worked out by hand.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -16,38 +17,61 @@ using namespace conveyor::kernels;
 namespace {
 
 // One kv head's cache of `span` positions in the layout attend_cached reads, from keys and
-// values given position-major ([span, hs] each); positions past `span` in the last key block
-// hold `stale` (they must be ignored).
+// values given position-major ([span, hs] each): blocks of `block_size` positions, block i of the
+// sequence in pool block table[i] (the pool holds as many blocks as the table, in any order);
+// every other position of the pool (blocks up to the table's largest id) holds `stale` (it must
+// be ignored).
 template <class T>
 struct head_cache {
-  std::vector<T> keys_t, values;
+  std::vector<T> keys, values;
+  std::vector<int32_t> table;
+  int64_t block_size = 0;
+  int64_t hs = 0;
+
+  cache_blocks<T> blocks() const {
+    return {keys.data(), values.data(), block_size * hs, table.data(), block_size};
+  }
 };
+
+// The table 0, 1, 2, ...: a contiguous cache.
+std::vector<int32_t> in_order(int64_t blocks) {
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+  return table;
+}
 
 template <class T>
 head_cache<T> lay_out(const std::vector<float>& keys, const std::vector<float>& values,
-                      int64_t hs, int64_t span, float stale) {
-  const int64_t blocks = (span + 7) / 8;
+                      int64_t hs, int64_t span, float stale, int64_t block_size = 8,
+                      std::vector<int32_t> table = {}) {
+  const int64_t blocks = (span + block_size - 1) / block_size;
+  if (table.empty()) table = in_order(blocks);
   head_cache<T> c;
-  c.keys_t.resize(size_t(blocks * hs * 8));
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t e = 0; e < hs; ++e)
-      for (int64_t l = 0; l < 8; ++l) {
-        const int64_t t = b * 8 + l;
-        store_cached(&c.keys_t[size_t((b * hs + e) * 8 + l)],
-                     t < span ? keys[size_t(t * hs + e)] : stale);
-      }
-  c.values.resize(size_t(span * hs));
-  for (int64_t i = 0; i < span * hs; ++i) store_cached(&c.values[size_t(i)], values[size_t(i)]);
+  c.table = table;
+  c.block_size = block_size;
+  c.hs = hs;
+  const size_t pool = size_t(*std::max_element(table.begin(), table.end()) + 1) *
+                      size_t(block_size * hs);
+  c.keys.resize(pool);
+  c.values.resize(pool);
+  for (size_t i = 0; i < pool; ++i) store_cached(&c.keys[i], stale), store_cached(&c.values[i], stale);
+  for (int64_t t = 0; t < span; ++t) {
+    const int64_t base = table[size_t(t / block_size)] * block_size * hs, off = t % block_size;
+    for (int64_t e = 0; e < hs; ++e) {
+      store_cached(&c.keys[size_t(base + ((off / 8) * hs + e) * 8 + off % 8)],
+                   keys[size_t(t * hs + e)]);
+      store_cached(&c.values[size_t(base + off * hs + e)], values[size_t(t * hs + e)]);
+    }
+  }
   return c;
 }
 
 template <class T>
 std::vector<float> attend(const std::vector<float>& q, int64_t g, const head_cache<T>& c,
                           int64_t hs, int64_t span, float scale) {
-  const int64_t ctx = (span + 7) / 8 * 8 + 8;
+  const int64_t ctx = (span + c.block_size - 1) / c.block_size * c.block_size + 8;
   std::vector<float> scores(size_t(g * ctx + 8)), out(size_t(g * hs));
-  attend_cached(hs, q.data(), g, c.keys_t.data(), ctx, c.values.data(), span, scale,
-                scores.data(), out.data());
+  attend_cached(hs, q.data(), g, c.blocks(), ctx, span, scale, scores.data(), out.data());
   return out;
 }
 
@@ -119,6 +143,45 @@ TEST(cache_attention, a_bf16_cache_gives_the_bits_of_an_f32_cache_of_the_same_nu
       }
   EXPECT_EQ(cases, 9 * 2 * 6);
   EXPECT_GT(narrowed, cases * 9 / 10) << "bf16 rounding should change nearly every case";
+}
+
+// Where the blocks are does not change a bit: the same positions in a contiguous cache and in
+// blocks scattered over a pool, for block sizes of 8 to 64, on the vector code and the scalar
+// loop (which cross blocks in different places).
+TEST(cache_attention, blocks_anywhere_in_the_pool_give_the_bits_of_a_contiguous_cache) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int cases = 0;
+  for (int64_t hs : {8, 16, 64, 128, 12})
+    for (int64_t block_size : {8, 16, 64})
+      for (int64_t span : {1, 15, 16, 17, 100, 203}) {
+        auto fill = [&](int64_t n) {
+          std::vector<float> v(static_cast<size_t>(n));
+          for (auto& x : v) x = normal(rng);
+          return v;
+        };
+        const int64_t g = 2;
+        const auto q = fill(g * hs), keys = fill(span * hs), values = fill(span * hs);
+        const float scale = 1.0f / std::sqrt(float(hs));
+        const int64_t blocks = (span + block_size - 1) / block_size;
+        // A pool of twice the blocks, the sequence's in a shuffled half of them.
+        auto table = in_order(2 * blocks);
+        std::shuffle(table.begin(), table.end(), rng);
+        table.resize(size_t(blocks));
+        const auto scattered =
+            attend(q, g, lay_out<float>(keys, values, hs, span, 1e4f, block_size, table), hs,
+                   span, scale);
+        const auto contiguous =
+            attend(q, g, lay_out<float>(keys, values, hs, span, -1e4f, 8), hs, span, scale);
+        ASSERT_EQ(std::memcmp(scattered.data(), contiguous.data(), scattered.size() * sizeof(float)),
+                  0)
+            << "hs " << hs << ", block size " << block_size << ", span " << span;
+        const auto want = reference(q, g, keys, values, hs, span, double(scale));
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(scattered[i], want[i], 1e-5 * (1.0 + std::abs(want[i])));
+        ++cases;
+      }
+  EXPECT_EQ(cases, 5 * 3 * 6);
 }
 
 TEST(cache_attention, elements_are_stored_rounded_to_nearest_even_and_read_exactly) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
 #include "sampling/sampler.hpp"
@@ -94,16 +95,19 @@ model_run run(causal_lm& m, const std::vector<std::vector<int32_t>>& prompts, in
     return forced ? (*forced)[p][step] : out.tokens[p].back();
   };
   const size_t group = batched ? prompts.size() : 1;
+  const slot_tables tables(m);
   for (size_t first = 0; first < prompts.size(); first += group) {
     std::vector<prefill_item> items;
     for (size_t p = first; p < first + group; ++p)
-      items.push_back({int32_t(p - first), 0, prompts[p].data(), int32_t(prompts[p].size()), -1});
+      items.push_back(
+          {tables[int32_t(p - first)], 0, prompts[p].data(), int32_t(prompts[p].size()), -1});
     auto logits = m.prefill(items);
     for (size_t i = 0; i < group; ++i) record(first + i, logits.row(int32_t(i)), logits.vocab);
     for (int32_t step = 1; step < steps; ++step) {
       std::vector<decode_item> decode;
       for (size_t p = first; p < first + group; ++p)
-        decode.push_back({int32_t(p - first), int32_t(prompts[p].size()) + step - 1, next_of(p)});
+        decode.push_back(
+            {tables[int32_t(p - first)], int32_t(prompts[p].size()) + step - 1, next_of(p)});
       auto rows = m.decode(decode);
       for (size_t i = 0; i < group; ++i) record(first + i, rows.row(int32_t(i)), rows.vocab);
     }

@@ -11,6 +11,7 @@
 
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
+#include "model/slot_tables.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
@@ -146,6 +147,7 @@ struct greedy_batch {
     std::vector<int32_t> out;
   };
   std::map<int, seq> running;
+  slot_tables tables{model};
 
   void join(int id, int32_t slot, const std::vector<std::vector<int32_t>>& prompts,
             std::vector<int> ids, std::vector<int32_t> slots, int32_t max_tokens) {
@@ -153,7 +155,7 @@ struct greedy_batch {
     (void)slot;
     std::vector<prefill_item> items;
     for (size_t i = 0; i < prompts.size(); ++i)
-      items.push_back({slots[i], 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
+      items.push_back({tables[slots[i]], 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
     auto logits = model.prefill(items);
     for (size_t i = 0; i < prompts.size(); ++i) {
       const int32_t t = argmax(logits.row(int32_t(i)), logits.vocab);
@@ -166,7 +168,7 @@ struct greedy_batch {
     std::vector<int> order;
     for (auto& [id, s] : running) {
       if (s.remaining <= 0) continue;
-      items.push_back({s.slot, s.position, s.next});
+      items.push_back({tables[s.slot], s.position, s.next});
       order.push_back(id);
     }
     if (items.empty()) return;
@@ -281,6 +283,54 @@ TEST_P(llama_networks, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_s
   }
 }
 
+// The prefix cache's promise: a prompt whose first blocks hold the keys and values that another
+// sequence computed (shared, in any blocks of the pool) gives the same logits as the prompt
+// computed whole, and as the prompt prefilled in uneven chunks; so do the decode steps after it,
+// across blocks of their own. The plain loops (the CPU's network) give the very bits: every row
+// takes the same arithmetic whatever else its pass holds. The torch operations run the matrix
+// products of the BLAS, whose sums may be ordered by the number of rows: within float32
+// rounding there (and on a GPU).
+TEST_P(llama_networks, a_prompt_from_shared_blocks_gives_the_logits_of_one_computed_whole) {
+  runtime_options opt;
+  opt.slots = 4;
+  opt.network = GetParam();
+  opt.kv_blocks = 64;
+  auto m = load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m) << message_of(m.error());
+  const auto prompt = filler_prompt(100, 8);
+  const std::vector<int32_t> whole{17, 3, 40, 8, 22, 31, 5, 60, 61};
+  const std::vector<int32_t> shared{17, 3, 40, 8, 22, 31, 9, 50, 51};  // 96 positions shared
+  const std::vector<int32_t> chunked{1, 2, 4, 6, 10, 11, 12, 13, 14};
+  auto row = [](const logits_view& v, int32_t r) {
+    return std::vector<float>(v.row(r), v.row(r) + v.vocab);
+  };
+  const bool exact = GetParam() == llama_network::loops;
+  auto expect_same = [&](const std::vector<float>& a, const std::vector<float>& b,
+                         const std::string& what) {
+    if (exact) {
+      EXPECT_EQ(a, b) << what;
+      return;
+    }
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    EXPECT_LT(worst, 1e-4f) << what;
+  };
+  const auto computed_whole = row((*m)->prefill({{whole.data(), 0, prompt.data(), 100, -1}}), 0);
+  const auto from_shared =
+      row((*m)->prefill({{shared.data(), 96, prompt.data() + 96, 4, -1}}), 0);
+  expect_same(computed_whole, from_shared, "from shared blocks");
+  std::vector<float> in_chunks;
+  for (auto [start, count] : {std::pair<int32_t, int32_t>{0, 37}, {37, 40}, {77, 23}})
+    in_chunks = row((*m)->prefill({{chunked.data(), start, prompt.data() + start, count, -1}}), 0);
+  expect_same(computed_whole, in_chunks, "in chunks");
+  for (int32_t p = 100; p < 130; ++p) {
+    const auto d = (*m)->decode(
+        {{whole.data(), p, 300 + p}, {shared.data(), p, 300 + p}, {chunked.data(), p, 300 + p}});
+    expect_same(row(d, 0), row(d, 1), "from shared blocks, position " + std::to_string(p));
+    expect_same(row(d, 0), row(d, 2), "in chunks, position " + std::to_string(p));
+  }
+}
+
 TEST_P(llama_networks, greedy_matches_while_sequences_join_and_leave) {
   auto expected = test::load_expected_run();
   auto model = load_stories(6, GetParam());
@@ -306,7 +356,8 @@ void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& 
   std::vector<std::vector<float>> expected;
   for (int32_t p = 0; p < int32_t(tokens.size()); ++p)
     expected.push_back(ref.forward(tokens[p], p));
-  auto pre = (*model)->prefill({{2, 0, tokens.data(), prefix, -1}});
+  const slot_tables tables(**model);
+  auto pre = (*model)->prefill({{tables[2], 0, tokens.data(), prefix, -1}});
   auto check = [&](const float* row, int32_t pos) {
     if (std::find(check_at.begin(), check_at.end(), pos) == check_at.end()) return;
     float worst = 0;
@@ -316,11 +367,11 @@ void compare_with_reference(const llama_weights& w, const std::vector<int32_t>& 
   };
   check(pre.row(0), prefix - 1);
   for (int32_t p = prefix; p < int32_t(tokens.size()); ++p) {
-    auto out = (*model)->decode({{2, p, tokens[p]}});
+    auto out = (*model)->decode({{tables[2], p, tokens[p]}});
     check(out.row(0), p);
   }
   // A prefill of several tokens gives the logits of any chosen position too.
-  auto mid = (*model)->prefill({{0, 0, tokens.data(), 12, 6}});
+  auto mid = (*model)->prefill({{tables[0], 0, tokens.data(), 12, 6}});
   check(mid.row(0), 6);
 }
 
@@ -376,9 +427,11 @@ TEST(llama, torch_ops_logits_agree_with_plain_loops) {
     ASSERT_TRUE(loops && ops);
     std::vector<std::vector<int32_t>> prompts{filler_prompt(7, 1), filler_prompt(300, 2),
                                               filler_prompt(40, 3), filler_prompt(261, 4)};
+    const slot_tables tables(**loops);
     std::vector<prefill_item> items;
     for (int32_t i = 0; i < 4; ++i)
-      items.push_back({i, 0, prompts[size_t(i)].data(), int32_t(prompts[size_t(i)].size()), -1});
+      items.push_back(
+          {tables[i], 0, prompts[size_t(i)].data(), int32_t(prompts[size_t(i)].size()), -1});
     auto worst_difference = [&](const logits_view& a, const logits_view& b) {
       float worst = 0;
       for (int32_t r = 0; r < a.rows; ++r)
@@ -394,7 +447,7 @@ TEST(llama, torch_ops_logits_agree_with_plain_loops) {
       std::vector<decode_item> decode;
       for (int32_t i = 0; i < 4; ++i)
         if (step % (i + 1) == 0)  // sequences leave and come back between steps
-          decode.push_back({i, int32_t(prompts[size_t(i)].size()) + step, 300 + step + i});
+          decode.push_back({tables[i], int32_t(prompts[size_t(i)].size()) + step, 300 + step + i});
       const auto c = (*loops)->decode(decode);
       const std::vector<float> decode_loops(c.data, c.data + int64_t{c.rows} * c.vocab);
       const auto d = (*ops)->decode(decode);
@@ -466,6 +519,23 @@ TEST(llama, runtime_options_are_checked) {
   EXPECT_EQ((*m)->context(), 64);
   EXPECT_EQ((*m)->kv_cache_bytes(), kv_cache_bytes(w->shape, 2, 64));
   EXPECT_EQ(kv_cache_bytes(w->shape, 2, 64), 2 * 5 * 2 * 64 * 32 * 4);
+  for (int32_t bs : {0, 4, 24, 2048}) {
+    opt.block_size = bs;
+    m = make_llama(*w, opt);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(message_of(m.error()),
+              "the KV cache's block size must be a power of two from 8 to 1024, got " +
+                  std::to_string(bs));
+  }
+  opt.block_size = 16;
+  opt.kv_blocks = 3;
+  m = make_llama(*w, opt);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(message_of(m.error()),
+            "a KV cache of 3 blocks of 16 positions cannot hold one sequence of the context's 64 "
+            "tokens (4 blocks)");
+  opt.kv_blocks = 4;
+  ASSERT_TRUE(make_llama(*w, opt));
 }
 
 TEST(llama, trivial_model_is_deterministic) {
@@ -473,9 +543,10 @@ TEST(llama, trivial_model_is_deterministic) {
   opt.slots = 4;
   auto m = make_trivial_model(opt);
   std::vector<int32_t> p{1, 2, 3};
-  auto l = m->prefill({{0, 0, p.data(), 3, -1}});
+  const slot_tables tables(*m);
+  auto l = m->prefill({{tables[0], 0, p.data(), 3, -1}});
   EXPECT_EQ(argmax(l.row(0), l.vocab), (2 * 7 + 3) % 512);
-  auto d = m->decode({{1, 10, 5}, {2, 100, 5}});
+  auto d = m->decode({{tables[1], 10, 5}, {tables[2], 100, 5}});
   EXPECT_EQ(argmax(d.row(0), d.vocab), 73);
   EXPECT_EQ(argmax(d.row(1), d.vocab), 703 % 512);
   EXPECT_TRUE(m->ignores_end_tokens());
@@ -512,9 +583,10 @@ namespace {
 // The largest difference between the logits of a filler prompt's last position on `a` and `b`.
 float last_logits_difference(causal_lm& a, causal_lm& b, int32_t length) {
   auto prompt = filler_prompt(length, uint32_t(length));
-  const auto ra = a.prefill({{1, 0, prompt.data(), length, -1}});
+  const slot_tables tables(a);
+  const auto ra = a.prefill({{tables[1], 0, prompt.data(), length, -1}});
   const std::vector<float> reference(ra.data, ra.data + ra.vocab);
-  const auto rb = b.prefill({{1, 0, prompt.data(), length, -1}});
+  const auto rb = b.prefill({{tables[1], 0, prompt.data(), length, -1}});
   float worst = 0;
   for (int32_t i = 0; i < ra.vocab; ++i)
     worst = std::max(worst, std::abs(reference[size_t(i)] - rb.data[i]));
@@ -586,62 +658,6 @@ TEST(llama, the_plain_loops_in_bf16_equal_the_reference_on_weights_bf16_holds_ex
                          300, compute_dtype::bf16, compute_dtype::f32);
 }
 
-namespace {
-
-// The first layer of `w` alone: a network of one layer.
-llama_weights first_layer_only(llama_weights w) {
-  const auto layers = size_t(w.shape.n_layers);
-  for (auto* v : {&w.rms_att, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.rms_ffn,
-                  &w.w1, &w.w2, &w.w3})
-    v->resize(v->size() / layers);
-  w.shape.n_layers = 1;
-  return w;
-}
-
-}  // namespace
-
-// A bf16 cache read through the row loop (short prompts, decode steps) and through the matrix
-// products (prompts past 256 positions, which widen the cache to float32 first) gives the same
-// logits. In a network of one layer both paths cache the very same bf16 numbers (keys and values
-// come from the embeddings by row-wise loops and products whose rows do not depend on the batch)
-// and differ only in the order of float32 sums. (With more layers a rounding that a last-bit
-// difference of an earlier layer tips moves logits by up to 0.07: not comparable at 1e-4.) A
-// prompt of 300 tokens in one prefill (matrix products) against the same prompt in chunks of 16
-// (row loop), every position's logits. (The kernel itself: cache_attention_test.)
-TEST(llama, a_bf16_cache_reads_the_same_through_the_row_loop_and_the_matrix_products) {
-  auto stories = load_llama2c_checkpoint(test::stories_model());
-  auto s15m = make_synthetic_weights("s15m", 7);
-  ASSERT_TRUE(stories && s15m);
-  stories = first_layer_only(std::move(*stories));
-  s15m = first_layer_only(std::move(*s15m));
-  for (auto dtype : {compute_dtype::f32, compute_dtype::bf16})
-    for (const llama_weights* w : {&*stories, &*s15m}) {
-      runtime_options opt;
-      opt.slots = 2;
-      opt.network = llama_network::loops;
-      opt.dtype = dtype;
-      opt.kv_dtype = compute_dtype::bf16;
-      auto m = make_llama(*w, opt);
-      ASSERT_TRUE(m) << message_of(m.error());
-      const auto prompt = filler_prompt(300, 21);
-      prefill_item whole{0, 0, prompt.data(), 300, -1, true};
-      const auto a = (*m)->prefill({whole});
-      ASSERT_EQ(a.rows, 300);
-      const std::vector<float> by_products(a.data, a.data + int64_t{a.rows} * a.vocab);
-      float worst = 0;
-      for (int32_t start = 0; start < 300; start += 16) {
-        const int32_t count = std::min(16, 300 - start);
-        prefill_item chunk{1, start, prompt.data() + start, count, -1, true};
-        const auto b = (*m)->prefill({chunk});
-        ASSERT_EQ(b.rows, count);
-        for (int32_t r = 0; r < count; ++r)
-          for (int32_t i = 0; i < b.vocab; ++i)
-            worst = std::max(worst, std::abs(b.row(r)[i] -
-                                             by_products[size_t(start + r) * size_t(a.vocab) + i]));
-      }
-      EXPECT_LT(worst, 1e-4f) << w->shape.dim << ", weights in " << dtype_name(dtype);
-    }
-}
 
 TEST(llama, the_plain_loops_keep_their_cache_in_the_dtype_asked_and_count_its_true_bytes) {
   runtime_options opt;
@@ -674,18 +690,27 @@ TEST(llama, the_plain_loops_keep_their_cache_in_the_dtype_asked_and_count_its_tr
       << (*m)->describe();
   // stories260K: 5 layers x kv_dim 32 (4 kv heads of 8) x 2 (keys, values) x 2 bytes.
   EXPECT_EQ((*m)->kv_cache_bytes(), 4 * 512 * 5 * 32 * 2 * 2);
-  // A context that is not a multiple of 8: the key cache holds blocks of eight positions, 64
-  // per head for 61, and kv_cache_bytes says so (the free function is the plain estimate).
+  // A context that is not a multiple of the block size: each slot's share is whole blocks, 64
+  // positions for 61, and kv_cache_bytes says so (the free function is the plain estimate).
   opt.context = 61;
   opt.kv_dtype = std::nullopt;
   m = load_model(test::stories_model(), opt);
   ASSERT_TRUE(m) << message_of(m.error());
-  EXPECT_EQ((*m)->kv_cache_bytes(), 4 * 5 * 32 * (64 + 61) * 4);
+  EXPECT_EQ((*m)->kv_blocks(), 4 * 4);
+  EXPECT_EQ((*m)->kv_cache_bytes(), 4 * 5 * 32 * (64 + 64) * 4);
   EXPECT_EQ(kv_cache_bytes(shape, 4, 61), 4 * 5 * 32 * (61 + 61) * 4);
   opt.kv_dtype = compute_dtype::bf16;
   m = load_model(test::stories_model(), opt);
   ASSERT_TRUE(m) << message_of(m.error());
-  EXPECT_EQ((*m)->kv_cache_bytes(), 4 * 5 * 32 * (64 + 61) * 2);
+  EXPECT_EQ((*m)->kv_cache_bytes(), 4 * 5 * 32 * (64 + 64) * 2);
+  // Blocks given: that many, whatever the slots.
+  opt.kv_blocks = 7;
+  opt.block_size = 32;
+  m = load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m) << message_of(m.error());
+  EXPECT_EQ((*m)->kv_blocks(), 7);
+  EXPECT_EQ((*m)->block_size(), 32);
+  EXPECT_EQ((*m)->kv_cache_bytes(), 7 * 32 * 5 * 32 * 2 * 2);
 }
 
 TEST(llama, the_torch_operations_refuse_a_cache_in_another_dtype_than_theirs) {
@@ -840,8 +865,9 @@ TEST(llama, bf16_inputs_give_the_same_logits_by_instruction_and_in_vector_code) 
             std::string::npos)
       << (*m)->describe();
   const auto prompt = filler_prompt(40, 3);
+  const slot_tables tables(**m);
   auto logits = [&](int32_t slot) {
-    auto out = (*m)->prefill({{slot, 0, prompt.data(), 40, -1}});
+    auto out = (*m)->prefill({{tables[slot], 0, prompt.data(), 40, -1}});
     return std::vector<float>(out.row(0), out.row(0) + out.vocab);
   };
   const auto by_instruction = logits(0);
@@ -851,10 +877,11 @@ TEST(llama, bf16_inputs_give_the_same_logits_by_instruction_and_in_vector_code) 
   EXPECT_EQ(by_instruction, in_vectors);
 }
 
-// copy_prefix copies a slot's keys and values whatever the cache's dtype: a sequence continued
-// from a copied prefix (21 positions: two blocks of keys and part of a third) gives the very
-// logits of the sequence it was copied from, though its slot held another prompt before.
-TEST(llama, a_copied_prefix_continues_exactly_as_its_source_in_either_cache_dtype) {
+// copy_block copies a block's keys and values whatever the cache's dtype: a sequence that shares
+// another's first block and continues in a copy of its second, partly filled one (21 positions)
+// gives the very logits of the sequence it was copied from, though the copy held another
+// prompt before.
+TEST(llama, a_copied_block_continues_exactly_as_its_source_in_either_cache_dtype) {
   for (auto kv : {compute_dtype::f32, compute_dtype::bf16}) {
     runtime_options opt;
     opt.slots = 3;
@@ -863,13 +890,15 @@ TEST(llama, a_copied_prefix_continues_exactly_as_its_source_in_either_cache_dtyp
     auto m = load_model(test::stories_model(), opt);
     ASSERT_TRUE(m) << message_of(m.error());
     const auto prompt = filler_prompt(21, 5), other = filler_prompt(30, 6);
-    (*m)->prefill({{0, 0, prompt.data(), 21, -1}, {2, 0, other.data(), 30, -1}});
-    (*m)->copy_prefix(0, 2, 21);
-    for (int32_t p = 21; p < 25; ++p) {
-      const auto d = (*m)->decode({{0, p, 300 + p}, {2, p, 300 + p}});
-      const std::vector<float> source(d.row(0), d.row(0) + d.vocab);
-      const std::vector<float> copy(d.row(1), d.row(1) + d.vocab);
-      EXPECT_EQ(source, copy) << dtype_name(kv) << " cache, position " << p;
+    const std::vector<int32_t> source{4, 9, 2}, before{5, 7, 12}, copy{4, 7, 12};
+    (*m)->prefill(
+        {{source.data(), 0, prompt.data(), 21, -1}, {before.data(), 0, other.data(), 30, -1}});
+    (*m)->copy_block(9, 7);
+    for (int32_t p = 21; p < 40; ++p) {
+      const auto d = (*m)->decode({{source.data(), p, 300 + p}, {copy.data(), p, 300 + p}});
+      const std::vector<float> from_source(d.row(0), d.row(0) + d.vocab);
+      const std::vector<float> from_copy(d.row(1), d.row(1) + d.vocab);
+      EXPECT_EQ(from_source, from_copy) << dtype_name(kv) << " cache, position " << p;
     }
   }
 }
@@ -966,7 +995,9 @@ TEST(llama_gpu, a_cuda_graph_replay_equals_the_eager_step) {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<prefill_item> items;
   for (int32_t i = 0; i < 8; ++i) prompts.push_back(filler_prompt(5 + 7 * i, uint32_t(i)));
-  for (int32_t i = 0; i < 8; ++i) items.push_back({i, 0, prompts[i].data(), 5 + 7 * i, -1});
+  const slot_tables tables(*eager);
+  for (int32_t i = 0; i < 8; ++i)
+    items.push_back({tables[i], 0, prompts[i].data(), 5 + 7 * i, -1});
   eager->prefill(items);
   graphs->prefill(items);
   // Batch sizes 1..8 twice over: the first pass captures each bucket, the second replays it.
@@ -974,7 +1005,7 @@ TEST(llama_gpu, a_cuda_graph_replay_equals_the_eager_step) {
     for (int32_t n = 1; n <= 8; ++n) {
       std::vector<decode_item> step;
       for (int32_t i = 0; i < n; ++i)
-        step.push_back({i, 5 + 7 * i + round * 8 + n - 1, 300 + n + i});
+        step.push_back({tables[i], 5 + 7 * i + round * 8 + n - 1, 300 + n + i});
       const auto a = eager->decode(step);
       const std::vector<float> reference(a.data, a.data + int64_t{a.rows} * a.vocab);
       const auto b = graphs->decode(step);
@@ -993,9 +1024,10 @@ TEST(llama_gpu, bf16_on_the_gpu_stays_within_the_tolerance_of_f32) {
   auto bf16 = stories_on_gpu(2, true, why, compute_dtype::bf16);
   ASSERT_TRUE(bf16);
   auto prompt = filler_prompt(40, 4);
-  const auto a = f32->prefill({{1, 0, prompt.data(), 40, -1}});
+  const slot_tables tables(*f32);
+  const auto a = f32->prefill({{tables[1], 0, prompt.data(), 40, -1}});
   const std::vector<float> reference(a.data, a.data + a.vocab);
-  const auto c = bf16->prefill({{1, 0, prompt.data(), 40, -1}});
+  const auto c = bf16->prefill({{tables[1], 0, prompt.data(), 40, -1}});
   float worst = 0;
   for (int32_t i = 0; i < a.vocab; ++i) worst = std::max(worst, std::abs(reference[i] - c.data[i]));
   EXPECT_LT(worst, 0.35f);

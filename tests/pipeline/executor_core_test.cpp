@@ -568,10 +568,9 @@ class forwarding_model : public model::causal_lm {
     return inner_->decode(items);
   }
   std::string describe() const override { return inner_->describe(); }
-  bool copies_prefixes() const override { return inner_->copies_prefixes(); }
-  void copy_prefix(int32_t from, int32_t to, int32_t tokens) override {
-    inner_->copy_prefix(from, to, tokens);
-  }
+  int32_t block_size() const override { return inner_->block_size(); }
+  int32_t kv_blocks() const override { return inner_->kv_blocks(); }
+  void copy_block(int32_t from, int32_t to) override { inner_->copy_block(from, to); }
   int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
 
  private:
@@ -728,4 +727,135 @@ TEST_F(executor_core_test, a_model_error_ends_every_request_exactly_once) {
   auto out = run(core);
   EXPECT_EQ(out[5].tokens, expected.generated());
   EXPECT_EQ(out.count(1) + out.count(2) + out.count(3) + out.count(4), 0u);
+}
+
+namespace {
+
+// What a request produced, for comparing two runs bit for bit: tokens, and every logprob and
+// alternative.
+struct produced {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  bool operator==(const produced& o) const { return tokens == o.tokens && logprobs == o.logprobs; }
+};
+
+produced gather(const std::vector<step_output>& steps, request_id id) {
+  produced p;
+  for (const auto& s : steps)
+    for (const auto& c : s.chunks) {
+      if (c.id != id) continue;
+      p.tokens.insert(p.tokens.end(), c.tokens.begin(), c.tokens.end());
+      for (const auto& lp : c.logprobs) {
+        p.logprobs.push_back(lp.chosen.logprob);
+        for (const auto& alt : lp.top) p.logprobs.push_back(alt.logprob);
+      }
+    }
+  return p;
+}
+
+// The stories260K executor with `slots` slots, `kv_blocks` blocks of 16 (0: slots x context)
+// and prefix caching on or off.
+std::unique_ptr<executor_core> stories_core(std::shared_ptr<const tokenizers::tokenizer> tok,
+                                            int32_t slots, int32_t kv_blocks, bool caching) {
+  model::runtime_options opt;
+  opt.slots = slots;
+  opt.kv_blocks = kv_blocks;
+  auto m = model::load_model(test::stories_model(), opt);
+  EXPECT_TRUE(m);
+  return std::make_unique<executor_core>("test", std::move(*m), std::move(tok), caching);
+}
+
+// Runs `requests` admitted together to their ends; every step's output.
+std::vector<step_output> run_all(executor_core& core, std::vector<sequence_request> requests) {
+  std::vector<step_output> steps(1);
+  core.admit(std::move(requests), false, steps[0]);
+  while (core.has_work()) steps.push_back(core.step());
+  return steps;
+}
+
+}  // namespace
+
+// A request whose prompt begins with blocks an earlier request left in the prefix cache gives
+// the very tokens and log-probabilities (sampled at temperature 1 with a seed, every position's
+// top 5) of the same request on a cold cache and with caching off; it reports the prompt tokens
+// it found cached.
+TEST_F(executor_core_test, a_request_from_the_prefix_cache_gives_the_bits_of_a_cold_one) {
+  auto with = [&](request_id id, const std::string& text) {
+    auto r = request(id, text, 40);
+    r.params.temperature = 1.0f;
+    r.params.seed = 77;
+    r.params.logprobs = 5;
+    return r;
+  };
+  const std::string shared =
+      "Lily and Ben were friends. They liked to play in the garden with their toys every day. "
+      "One day they found a big box under a tree.";
+  const std::string question = shared + " Ben said";
+  auto off = stories_core(tokenizer, 4, 0, false);
+  const auto cold_off = gather(run_all(*off, {with(1, question)}), 1);
+  ASSERT_EQ(cold_off.tokens.size(), 40u);
+
+  auto on = stories_core(tokenizer, 4, 0, true);
+  const auto first = run_all(*on, {with(1, question)});
+  EXPECT_EQ(gather(first, 1), cold_off) << "a cold cache";
+  // Another request with the same beginning, then the same request again.
+  run_all(*on, {with(2, shared + " Lily ran")});
+  const auto again = run_all(*on, {with(3, question)});
+  EXPECT_EQ(gather(again, 3), cold_off) << "from the prefix cache";
+  request_result result;
+  for (const auto& s : again)
+    for (const auto& r : s.results)
+      if (r.id == 3) result = r;
+  const auto prompt_tokens = int32_t(tokenizer->encode(question, true)->size());
+  EXPECT_EQ(result.prompt_tokens, prompt_tokens);
+  EXPECT_EQ(result.cache_queried_tokens, prompt_tokens);
+  EXPECT_GT(result.cached_tokens, 16);
+  EXPECT_LT(result.cached_tokens, prompt_tokens);
+  EXPECT_EQ(result.cached_tokens % 16, 0);
+  EXPECT_GT(on->kv_blocks().cached_blocks(), 0);
+  EXPECT_EQ(on->kv_blocks().used_blocks(), 0) << "every block released at the end";
+}
+
+// A pool of one context's blocks (stories260K: 512 tokens, 32 blocks) under six requests that
+// together need far more: sequences wait for blocks and are preempted, yet every request
+// finishes with the very tokens it gives alone on a pool of its own, nothing fails, and every
+// block comes back.
+TEST_F(executor_core_test, a_pool_smaller_than_the_load_gives_each_request_its_own_tokens) {
+  std::vector<sequence_request> requests;
+  std::map<request_id, std::vector<int32_t>> alone;
+  for (request_id id = 1; id <= 6; ++id) {
+    const std::string text = other_prompts[size_t(id)];
+    auto r = request(id, text, 200);
+    r.params.temperature = 1.0f;
+    r.params.seed = 100 + id;
+    r.params.ignore_eos = true;
+    requests.push_back(r);
+    auto own = stories_core(tokenizer, 1, 0, true);
+    alone[id] = gather(run_all(*own, {r}), id).tokens;
+    ASSERT_EQ(alone[id].size(), 200u);
+  }
+  auto small = stories_core(tokenizer, 6, 32, true);
+  const auto steps = run_all(*small, requests);
+  int ended = 0;
+  for (const auto& s : steps)
+    for (const auto& r : s.results) {
+      EXPECT_EQ(r.how, outcome::finished) << r.message;
+      ++ended;
+    }
+  EXPECT_EQ(ended, 6);
+  for (request_id id = 1; id <= 6; ++id) EXPECT_EQ(gather(steps, id).tokens, alone[id]) << id;
+  // Preemptions happened: more tokens were computed than the prompts and the 199 fed tokens of
+  // each request, and the pool ran dry.
+  size_t computed = 0, prompts = 0;
+  int32_t least_free = 32;
+  for (const auto& s : steps)
+    for (const auto& t : s.step_timings) {
+      computed += t.padded_tokens;
+      least_free = std::min(least_free, t.kv_blocks_free);
+    }
+  for (const auto& r : requests) prompts += r.prompt.size();
+  EXPECT_GT(computed, prompts + 6 * 199);
+  EXPECT_EQ(least_free, 0);
+  EXPECT_EQ(small->kv_blocks().used_blocks(), 0);
+  EXPECT_EQ(small->kv_blocks().free_blocks(), 32);
 }

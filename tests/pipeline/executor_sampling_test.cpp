@@ -11,6 +11,7 @@
 
 #include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
 
@@ -79,8 +80,9 @@ class executor_sampling_test : public ::testing::Test {
   std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int32_t n,
                                  const adjust_fn& adjust) {
     auto m = load(1);
-    auto logits =
-        m->prefill({model::prefill_item{0, 0, prompt.data(), int32_t(prompt.size()), -1}});
+    const model::slot_tables tables(*m);
+    auto logits = m->prefill(
+        {model::prefill_item{tables[0], 0, prompt.data(), int32_t(prompt.size()), -1}});
     std::vector<int32_t> generated;
     int32_t position = int32_t(prompt.size());
     for (int32_t i = 0; i < n; ++i) {
@@ -88,7 +90,7 @@ class executor_sampling_test : public ::testing::Test {
       adjust(row, generated);
       const int32_t token = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
       generated.push_back(token);
-      logits = m->decode({model::decode_item{0, position++, token}});
+      logits = m->decode({model::decode_item{tables[0], position++, token}});
     }
     return generated;
   }

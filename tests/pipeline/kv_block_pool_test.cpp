@@ -50,6 +50,28 @@ TEST(kv_block_pool, released_uncached_block_is_allocatable_again) {
   EXPECT_EQ(pool.allocate(), b);
 }
 
+// A shared block (n > 1) stays used until its last holder releases it; retaining a block no one
+// holds is an error that changes nothing.
+TEST(kv_block_pool, a_retained_block_lives_until_its_last_release) {
+  kv_block_pool pool(2, 4);
+  auto a = pool.allocate();
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(pool.retain(*a));
+  EXPECT_EQ(pool.ref_count(*a), 2);
+  EXPECT_FALSE(pool.release(*a));
+  EXPECT_EQ(pool.used_blocks(), 1);
+  EXPECT_EQ(pool.free_blocks(), 1);
+  EXPECT_FALSE(pool.release(*a));
+  EXPECT_EQ(pool.used_blocks(), 0);
+  EXPECT_EQ(pool.free_blocks(), 2);
+  const auto refused = pool.retain(*a);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(message_of(refused), "kv_block_pool: retain of block " + std::to_string(*a) +
+                                     ", which no one holds");
+  EXPECT_EQ(pool.ref_count(*a), 0);
+  EXPECT_TRUE(pool.retain(7));
+}
+
 TEST(kv_block_pool, releasing_an_unreferenced_block_is_an_error_that_changes_nothing) {
   kv_block_pool pool(2, 4);
   auto a = pool.allocate();

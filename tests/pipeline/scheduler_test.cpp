@@ -2,6 +2,7 @@
 // that takes nothing else, the ends of a step boundary, the rows of each forward pass (prompt
 // chunks, padding, shared prefills, decode tokens, rows of logits) and how a step moves
 // sequences on.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,12 @@ using tok = test::fake_tokenizer;
 namespace {
 
 constexpr int32_t context = 64;
+constexpr int32_t block_size = 8;
+
+// The blocks of `sequences` sequences of the whole context, in blocks of 8 positions.
+kv_cache_layout layout(int32_t sequences, bool prefix_caching = true) {
+  return {block_size, sequences * context / block_size, prefix_caching};
+}
 
 class scheduler_test : public ::testing::Test {
  protected:
@@ -53,14 +60,13 @@ class scheduler_test : public ::testing::Test {
 }  // namespace
 
 TEST_F(scheduler_test, admission_gives_free_slots_until_none_is_left) {
-  scheduler sched{2, context, false};
+  scheduler sched{2, context, layout(2)};
   EXPECT_EQ(sched.free_slots(), 2);
   EXPECT_FALSE(sched.has_work());
   sequence* a = admit(sched, make(1, four), false, 500);
-  EXPECT_EQ(a->schedule.slot, 0);
+  EXPECT_TRUE(a->schedule.blocks.empty()) << "blocks are taken as positions need them";
   EXPECT_EQ(a->req.times.admitted, 500);
   sequence* b = admit(sched, make(2, three));
-  EXPECT_EQ(b->schedule.slot, 1);
   EXPECT_EQ(sched.free_slots(), 0);
   EXPECT_FALSE(sched.has_slot_for(false));
   EXPECT_EQ(sched.active(), 2);
@@ -70,7 +76,7 @@ TEST_F(scheduler_test, admission_gives_free_slots_until_none_is_left) {
 }
 
 TEST_F(scheduler_test, a_static_batch_takes_nothing_else_until_it_ends) {
-  scheduler sched{3, context, false};
+  scheduler sched{3, context, layout(3)};
   admit(sched, make(1, four), true);
   // One slot of three is taken, yet none is offered, and only the batch's kind fits.
   EXPECT_EQ(sched.free_slots(), 0);
@@ -82,7 +88,7 @@ TEST_F(scheduler_test, a_static_batch_takes_nothing_else_until_it_ends) {
 }
 
 TEST_F(scheduler_test, a_step_boundary_ends_the_cancelled_then_the_expired_waiting_first) {
-  scheduler sched{3, context, false};
+  scheduler sched{3, context, layout(3)};
   sequence* running = admit(sched, make(1, three));
   sched.advance(sched.schedule(), 1.0);  // its prompt is complete: it runs
   auto late = make(2, four);
@@ -116,7 +122,7 @@ TEST_F(scheduler_test, a_step_boundary_ends_the_cancelled_then_the_expired_waiti
 }
 
 TEST_F(scheduler_test, prompts_are_prefilled_in_chunks_then_decode_one_token_a_step) {
-  scheduler sched{2, context, false};
+  scheduler sched{2, context, layout(2)};
   sched.set_max_batched_tokens(5);
   sequence* a = admit(sched, make(1, four));
   sequence* b = admit(sched, make(2, three));
@@ -154,7 +160,7 @@ TEST_F(scheduler_test, prompts_are_prefilled_in_chunks_then_decode_one_token_a_s
   EXPECT_TRUE(second.rows[0].completes);
   EXPECT_EQ(second.rows[1].seq, a);
   EXPECT_FALSE(second.rows[1].prefill);
-  EXPECT_EQ(second.items[1].slot, a->schedule.slot);
+  EXPECT_EQ(second.items[1].blocks, a->schedule.blocks.data());
   EXPECT_EQ(second.items[1].start, 4);
   EXPECT_EQ(second.items[1].count, 1);
   EXPECT_EQ(*second.items[1].tokens, tok::hel);
@@ -176,8 +182,8 @@ TEST_F(scheduler_test, prompts_are_prefilled_in_chunks_then_decode_one_token_a_s
   EXPECT_EQ(sched.free_slots(), 2);
 }
 
-TEST_F(scheduler_test, equal_prompts_share_one_prefill_where_the_model_copies_prefixes) {
-  scheduler sharing{3, context, true};
+TEST_F(scheduler_test, equal_prompts_share_one_prefill_and_its_blocks) {
+  scheduler sharing{3, context, layout(3)};
   sequence* leader = admit(sharing, make(1, four));
   sequence* follower = admit(sharing, make(2, four));
   // One that reports its prompt's log-probabilities needs rows of its own.
@@ -193,16 +199,15 @@ TEST_F(scheduler_test, equal_prompts_share_one_prefill_where_the_model_copies_pr
   EXPECT_TRUE(follower->prefill_done());
   EXPECT_EQ(follower->schedule.position, 4);
 
-  scheduler computing{2, context, false};
-  admit(computing, make(1, four));
-  admit(computing, make(2, four));
-  const auto& both = computing.schedule();
-  EXPECT_EQ(both.rows.size(), 2u);
-  EXPECT_TRUE(both.followers.empty());
+  // It shares the leader's blocks (four positions: one partly filled block, copied).
+  ASSERT_EQ(step.block_copies.size(), 1u);
+  EXPECT_EQ(step.block_copies[0].first, leader->schedule.blocks[0]);
+  EXPECT_EQ(step.block_copies[0].second, follower->schedule.blocks[0]);
+  EXPECT_NE(follower->schedule.blocks[0], leader->schedule.blocks[0]);
 }
 
 TEST_F(scheduler_test, an_item_with_all_logits_takes_a_row_of_logits_per_token) {
-  scheduler sched{2, context, false};
+  scheduler sched{2, context, layout(2)};
   admit(sched, make(1, four, true));
   admit(sched, make(2, three));
   const auto& step = sched.schedule();
@@ -217,7 +222,7 @@ TEST_F(scheduler_test, an_item_with_all_logits_takes_a_row_of_logits_per_token) 
 }
 
 TEST_F(scheduler_test, a_static_batch_pads_its_prompts_and_keeps_ended_members_until_all_end) {
-  scheduler sched{3, context, false};
+  scheduler sched{3, context, layout(3)};
   sched.open_admission(true);
   sequence* a = admit(sched, make(1, three), true);
   sequence* b = admit(sched, make(2, four), true);
@@ -253,7 +258,7 @@ TEST_F(scheduler_test, a_static_batch_pads_its_prompts_and_keeps_ended_members_u
 }
 
 TEST_F(scheduler_test, after_an_abort_the_ended_members_of_a_static_batch_leave_at_once) {
-  scheduler sched{2, context, false};
+  scheduler sched{2, context, layout(2)};
   sequence* a = admit(sched, make(1, three), true);
   admit(sched, make(2, four), true);
   a->ended = true;
@@ -268,4 +273,143 @@ TEST_F(scheduler_test, after_an_abort_the_ended_members_of_a_static_batch_leave_
   // Idle again: a continuous batch is taken.
   sched.open_admission(false);
   EXPECT_TRUE(sched.has_slot_for(false));
+}
+
+namespace {
+
+// `n` prompt tokens from `first` on.
+std::vector<int32_t> tokens_from(int32_t first, int32_t n) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < n; ++i) t.push_back(first + i);
+  return t;
+}
+
+// Runs one step without a model: every decoding row is fed token 7.
+void run_step(scheduler& sched) {
+  const auto& step = sched.schedule();
+  for (const auto& row : step.rows)
+    if (!row.prefill) row.seq->schedule.next_token = 7;
+  sched.advance(step, 1.0);
+}
+
+}  // namespace
+
+// A prompt that begins with the full blocks of an earlier one (ended, its blocks kept) starts
+// after them, in the very blocks; the cached tokens are reported; a prompt that is all cached
+// still computes its last token (its logits are sampled from); with caching off nothing is found.
+TEST_F(scheduler_test, a_prompt_starts_after_its_longest_cached_prefix) {
+  scheduler sched{2, context, layout(2)};
+  sequence* a = admit(sched, make(1, tokens_from(100, 20)));
+  run_step(sched);
+  ASSERT_TRUE(a->prefill_done());
+  EXPECT_EQ(a->schedule.registered, 2) << "two full blocks of 8 entered";
+  const std::vector<int32_t> a_blocks = a->schedule.blocks;
+  EXPECT_EQ(a->schedule.queried_tokens, 20);
+  EXPECT_EQ(a->schedule.cached_tokens, 0);
+  a->ended = true;
+  sched.release_ended();
+  EXPECT_EQ(sched.blocks().cached_blocks(), 2);
+
+  auto prompt = tokens_from(100, 16);
+  prompt.push_back(5);  // differs from position 16 on
+  sequence* b = admit(sched, make(2, prompt));
+  const auto& step = sched.schedule();
+  ASSERT_EQ(step.rows.size(), 1u);
+  EXPECT_EQ(step.rows[0].prompt_start, 16);
+  EXPECT_EQ(step.rows[0].prompt_count, 1);
+  EXPECT_EQ(step.prompt_tokens, 1);
+  EXPECT_EQ(b->schedule.cached_tokens, 16);
+  EXPECT_EQ(b->schedule.queried_tokens, 17);
+  ASSERT_GE(b->schedule.blocks.size(), 3u);
+  EXPECT_EQ(b->schedule.blocks[0], a_blocks[0]);
+  EXPECT_EQ(b->schedule.blocks[1], a_blocks[1]);
+  sched.advance(step, 1.0);
+  b->ended = true;
+  sched.release_ended();
+
+  // All 16 tokens cached: the last block is computed again for the last token's logits.
+  sequence* c = admit(sched, make(3, tokens_from(100, 16)));
+  const auto& again = sched.schedule();
+  ASSERT_EQ(again.rows.size(), 1u);
+  EXPECT_EQ(again.rows[0].prompt_start, 8);
+  EXPECT_EQ(c->schedule.cached_tokens, 8);
+  sched.advance(again, 1.0);
+  c->ended = true;
+  sched.release_ended();
+
+  scheduler off{2, context, layout(2, false)};
+  sequence* d = admit(off, make(4, tokens_from(100, 20)));
+  run_step(off);
+  d->ended = true;
+  off.release_ended();
+  EXPECT_EQ(off.blocks().cached_blocks(), 0);
+  sequence* e = admit(off, make(5, tokens_from(100, 20)));
+  EXPECT_EQ(off.schedule().rows[0].prompt_start, 0);
+  EXPECT_EQ(e->schedule.cached_tokens, 0);
+  EXPECT_EQ(e->schedule.queried_tokens, 0);
+}
+
+// A pool that holds one context (8 blocks) and two sequences that outgrow it: the later one is
+// preempted when the earlier needs a block, waits, and when blocks free up recomputes its prompt
+// and the tokens it had fed (from its blocks still in the prefix cache), then decodes on from
+// where it was with the token it had sampled. No block is ever held by two sequences that write.
+TEST_F(scheduler_test, a_sequence_without_a_block_is_preempted_and_resumes_where_it_was) {
+  scheduler sched{2, context, {block_size, context / block_size, true}};
+  sequence* a = admit(sched, make(1, tokens_from(100, 30)));
+  sequence* b = admit(sched, make(2, tokens_from(200, 30)));
+  run_step(sched);
+  ASSERT_TRUE(a->prefill_done() && b->prefill_done());
+  EXPECT_EQ(sched.blocks().free_blocks(), 0);
+  // Positions 30 and 31 fit the fourth blocks; 32 needs a fifth for each.
+  run_step(sched);
+  run_step(sched);
+  EXPECT_EQ(b->schedule.fed, (std::vector<int32_t>{7, 7}));
+  b->schedule.next_token = 9;  // what b sampled last, not yet fed
+  const auto& step = sched.schedule();
+  ASSERT_EQ(step.rows.size(), 1u) << "only a decodes: b gave its blocks up";
+  EXPECT_EQ(step.rows[0].seq, a);
+  EXPECT_TRUE(b->schedule.resuming);
+  // It gave its four blocks up; a took one (its tail); the prefix cache still holds the others,
+  // which b found again, and which a does not hold.
+  EXPECT_EQ(b->schedule.blocks.size(), 3u);
+  for (int32_t id : b->schedule.blocks)
+    EXPECT_EQ(std::count(a->schedule.blocks.begin(), a->schedule.blocks.end(), id), 0);
+  EXPECT_EQ(b->schedule.resume_tokens.size(), 32u);
+  EXPECT_EQ(b->schedule.position, 32);
+  sched.advance(step, 1.0);
+  // a runs on to position 61 while b waits (taking b's cached blocks as it needs them).
+  for (int i = 0; i < 28; ++i) {
+    const auto& s = sched.schedule();
+    // Whatever b found again in the cache, a does not hold.
+    for (int32_t id : b->schedule.blocks)
+      EXPECT_EQ(std::count(a->schedule.blocks.begin(), a->schedule.blocks.end(), id), 0);
+    for (const auto& row : s.rows) EXPECT_FALSE(row.prefill) << "b has no room to prefill";
+    for (const auto& row : s.rows)
+      if (!row.prefill) row.seq->schedule.next_token = 7;
+    sched.advance(s, 1.0);
+  }
+  EXPECT_EQ(a->schedule.position, 61);
+  a->ended = true;
+  sched.release_ended();
+  // b comes back: its prompt and fed tokens from the first uncached position, as a resuming row
+  // whose logits are not sampled from; then it decodes token 9 at position 32.
+  int32_t recomputed = 0;
+  while (b->schedule.resuming) {
+    const auto& s = sched.schedule();
+    ASSERT_EQ(s.rows.size(), 1u);
+    EXPECT_TRUE(s.rows[0].resumes);
+    EXPECT_FALSE(s.rows[0].all_logits);
+    recomputed += s.rows[0].prompt_count;
+    EXPECT_EQ(s.prompt_tokens, 0) << "recomputed tokens are no prompt tokens";
+    sched.advance(s, 1.0);
+  }
+  EXPECT_GT(recomputed, 0);
+  EXPECT_LE(recomputed, 32);
+  EXPECT_EQ(b->schedule.position, 32);
+  const auto& resumed = sched.schedule();
+  ASSERT_EQ(resumed.rows.size(), 1u);
+  EXPECT_FALSE(resumed.rows[0].prefill);
+  EXPECT_EQ(resumed.items[0].start, 32);
+  EXPECT_EQ(*resumed.items[0].tokens, 9);
+  EXPECT_EQ(b->schedule.cached_tokens, 0) << "what its first lookup found, reported once";
 }

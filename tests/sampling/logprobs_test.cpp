@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "sampling/logprobs.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
@@ -158,9 +159,10 @@ TEST(all_logits, every_row_is_the_last_row_of_the_prefix_up_to_it) {
     const std::vector<int32_t> c{1, 432};
     // a and b: every row; c: its last. 13 + 11 + 1 = 25 rows, more than a pass's 24, from two
     // passes (a and b, then c).
-    std::vector<prefill_item> items{{0, 0, a.data(), int32_t(a.size()), -1, true},
-                                    {1, 0, b.data(), int32_t(b.size()), -1, true},
-                                    {2, 0, c.data(), int32_t(c.size()), -1, false}};
+    const slot_tables tables(**m);
+    std::vector<prefill_item> items{{tables[0], 0, a.data(), int32_t(a.size()), -1, true},
+                                    {tables[1], 0, b.data(), int32_t(b.size()), -1, true},
+                                    {tables[2], 0, c.data(), int32_t(c.size()), -1, false}};
     auto view = (*m)->prefill(items);
     ASSERT_EQ(view.rows, int32_t(a.size() + b.size() + 1));
     const int32_t vocab = view.vocab;
@@ -168,7 +170,7 @@ TEST(all_logits, every_row_is_the_last_row_of_the_prefix_up_to_it) {
     for (int32_t r = 0; r < view.rows; ++r) rows.emplace_back(view.row(r), view.row(r) + vocab);
     // The largest difference between `got` and the last row of a prefill of ids[0..n).
     auto distance = [&](const std::vector<int32_t>& ids, size_t n, const std::vector<float>& got) {
-      auto single = (*m)->prefill({{3, 0, ids.data(), int32_t(n), -1, false}});
+      auto single = (*m)->prefill({{tables[3], 0, ids.data(), int32_t(n), -1, false}});
       double worst = 0;
       for (int32_t v = 0; v < vocab; ++v)
         worst = std::max(worst, double(std::abs(single.row(0)[v] - got[size_t(v)])));

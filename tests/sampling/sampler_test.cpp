@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
 #include "tests/support/sampling_params.hpp"
@@ -81,9 +82,10 @@ std::vector<int32_t> sample_story(uint64_t seed, int others) {
   auto run = test::load_expected_run();
   std::vector<std::vector<int32_t>> prompts{run.prompt};
   for (int i = 0; i < others; ++i) prompts.push_back({1, 300 + i, 301 + i, 400 - i});
+  const slot_tables tables(model);
   std::vector<prefill_item> items;
   for (int i = 0; i <= others; ++i)
-    items.push_back({others - i, 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
+    items.push_back({tables[others - i], 0, prompts[i].data(), int32_t(prompts[i].size()), -1});
   std::vector<sampler> samplers;
   samplers.emplace_back(sampling_of(0.8f, 0.9f, 40, seed));
   for (int i = 0; i < others; ++i) samplers.emplace_back(sampling_of(1.0f, 1.0f, 0, 99u + i));
@@ -96,7 +98,7 @@ std::vector<int32_t> sample_story(uint64_t seed, int others) {
   std::vector<int32_t> out{next[0]};
   for (int step = 0; step < 30; ++step) {
     std::vector<decode_item> d;
-    for (int i = 0; i <= others; ++i) d.push_back({others - i, pos[i]++, next[i]});
+    for (int i = 0; i <= others; ++i) d.push_back({tables[others - i], pos[i]++, next[i]});
     auto l = model.decode(d);
     for (int i = 0; i <= others; ++i) next[i] = samplers[i].sample(l.row(i), l.vocab);
     out.push_back(next[0]);
