@@ -51,7 +51,7 @@ server::completion_step to_step(request_result& r) {
   if (r.how == outcome::finished) {
     step.end = server::completion_step::end_kind::finished;
     step.finish_reason = to_string(r.reason);
-    step.usage = {r.prompt_tokens, r.completion_tokens};
+    step.usage = {r.prompt_tokens, r.completion_tokens, r.cached_tokens};
   } else {
     step.end = server::completion_step::end_kind::failed;
     step.code = r.code;

@@ -56,6 +56,11 @@ double seconds(duration x) {
   return std::chrono::duration<double>(x).count();
 }
 
+// A block count from a step; a negative one (never sent) counts as 0.
+uint64_t count_of(int32_t blocks) {
+  return blocks > 0 ? static_cast<uint64_t>(blocks) : 0;
+}
+
 }  // namespace
 
 // -- registry: constructors ----------------------------------------------------------------------
@@ -81,6 +86,8 @@ metrics_registry::metrics_registry(clock_function now, std::size_t reservoir_cap
 void metrics_registry::record(const request_timing& x) {
   ++requests_[static_cast<std::size_t>(x.outcome)];
   generation_tokens_total_ += x.output_tokens;
+  prefix_cache_queries_total_ += x.cache_queried_tokens;
+  prefix_cache_hits_total_ += x.cached_tokens;
   first_arrival_ = std::min(first_arrival_, x.arrival);
   last_end_ = std::max(last_end_, x.finished);
   if (x.admitted) prompt_tokens_total_ += x.prompt_tokens;
@@ -112,10 +119,16 @@ void metrics_registry::record(const step_timing& x) {
   busy.started = std::min(busy.started, x.start);
   busy.busy_seconds += seconds(x.elapsed);
   ++busy.steps;
+  // All 0 from an executor without a block pool; a pool always has used or free blocks.
+  const bool reported = x.kv_blocks_used != 0 || x.kv_blocks_cached != 0 || x.kv_blocks_free != 0;
+  if (reported || kv_blocks_.count(x.executor) > 0)
+    kv_blocks_[x.executor] = kv_block_gauges{
+        count_of(x.kv_blocks_used), count_of(x.kv_blocks_cached), count_of(x.kv_blocks_free)};
 }
 
 void metrics_registry::record(const executor_started& x) {
   busy_[x.executor] = executor_busy{x.at, 0, 0};
+  kv_blocks_.erase(x.executor);
   if (!x.device.empty()) devices_[x.executor] = x.device;
 }
 
@@ -133,6 +146,8 @@ void metrics_registry::reset() {
   finished_length_ = 0;
   prompt_tokens_total_ = 0;
   generation_tokens_total_ = 0;
+  prefix_cache_queries_total_ = 0;
+  prefix_cache_hits_total_ = 0;
   first_arrival_ = time_point::max();
   last_end_ = time_point::min();
   for (auto* h : {&queue_time_, &time_to_first_token_, &inter_token_latency_,
@@ -142,6 +157,7 @@ void metrics_registry::reset() {
   for (auto& h : step_time_) h.reset();
   busy_.clear();
   running_sequences_.clear();
+  kv_blocks_.clear();
   devices_.clear();
   queue_depth_ = 0;
 }
@@ -173,6 +189,12 @@ uint64_t metrics_registry::finished(finish_reason x) const noexcept {
 double metrics_registry::tokens_per_second() const noexcept {
   if (last_end_ <= first_arrival_) return 0;
   return static_cast<double>(generation_tokens_total_) / seconds(last_end_ - first_arrival_);
+}
+
+double metrics_registry::prefix_cache_hit_rate() const noexcept {
+  if (prefix_cache_queries_total_ == 0) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(prefix_cache_hits_total_) /
+         static_cast<double>(prefix_cache_queries_total_);
 }
 
 // -- registry: histograms and gauges -------------------------------------------------------------
@@ -217,6 +239,12 @@ std::size_t metrics_registry::running_sequences(const std::string& executor) con
   return i == running_sequences_.end() ? 0 : i->second;
 }
 
+std::optional<kv_block_gauges> metrics_registry::kv_blocks(const std::string& executor) const {
+  auto i = kv_blocks_.find(executor);
+  if (i == kv_blocks_.end()) return std::nullopt;
+  return i->second;
+}
+
 // -- registry: summary ---------------------------------------------------------------------------
 
 summary metrics_registry::summarize() const {
@@ -239,6 +267,15 @@ summary metrics_registry::summarize() const {
   x.batch_size_mean = batch_size_.mean();
   x.padding_fraction_mean = padding_fraction_.mean();
   x.tokens_per_second = tokens_per_second();
+  x.prefix_cache_hit_rate = prefix_cache_hit_rate();
+  uint64_t used = 0;
+  uint64_t blocks = 0;
+  for (const auto& [name, kv] : kv_blocks_) {
+    used += kv.used;
+    blocks += kv.used + kv.free;
+  }
+  x.kv_cache_usage = blocks == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                 : static_cast<double>(used) / static_cast<double>(blocks);
   return x;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,23 @@ struct summary {
   double padding_fraction_mean = 0;
   /// Generated tokens per second (see `metrics_registry::tokens_per_second`).
   double tokens_per_second = 0;
+  /// Prompt tokens found in the prefix cache over those looked up there, in [0, 1]; NaN when
+  /// none were looked up (see `metrics_registry::prefix_cache_hit_rate`).
+  double prefix_cache_hit_rate = 0;
+  /// Used KV-cache blocks over all blocks of the executors with a block pool, in [0, 1]; NaN
+  /// when none has one (see `metrics_registry::kv_blocks`).
+  double kv_cache_usage = 0;
+};
+
+/// An executor's KV-cache blocks after its latest step (`step_timing`'s gauges). Every block is
+/// either used or free, so `used + free` is the pool's size; `cached` overlaps both.
+struct kv_block_gauges {
+  /// Blocks referenced by running sequences.
+  uint64_t used = 0;
+  /// Blocks holding a cached prefix, referenced or not.
+  uint64_t cached = 0;
+  /// Blocks free to allocate: free or evictable.
+  uint64_t free = 0;
 };
 
 /// Every outcome, step kind and finish reason, in the order the renderers list them.
@@ -71,7 +89,9 @@ inline constexpr finish_reason all_finish_reasons[] = {finish_reason::stop, fini
 /// and the JSON endpoint use `json_snapshot` and `summarize`. Not thread-safe: one owner.
 ///
 /// What a request adds (stamps a request lacks add nothing):
-/// - every request: `requests(outcome)`, its output tokens to `generation_tokens_total`;
+/// - every request: `requests(outcome)`, its output tokens to `generation_tokens_total`, the
+///   prompt tokens it looked up in the prefix cache to `prefix_cache_queries_total` and those
+///   found there to `prefix_cache_hits_total`;
 /// - admitted requests: their prompt tokens to `prompt_tokens_total`;
 /// - queued and admitted: `queue_time` (queued -> admitted);
 /// - with a first token: `time_to_first_token` (arrival -> first token);
@@ -81,7 +101,9 @@ inline constexpr finish_reason all_finish_reasons[] = {finish_reason::stop, fini
 ///   tokens `time_per_output_token` ((finished - first token) / (output tokens - 1)).
 ///
 /// What a step adds: `batch_size`, `step_time(kind)`, the executor's busy time, and when
-/// `padded_tokens > 0` a `padding_fraction` of (padded_tokens - tokens) / padded_tokens.
+/// `padded_tokens > 0` a `padding_fraction` of (padded_tokens - tokens) / padded_tokens. Its
+/// block gauges become the executor's `kv_blocks`, unless they are all 0 and the executor never
+/// reported others (an executor without a block pool has no `kv_blocks`).
 class metrics_registry {
  public:
   // -- member types ------------------------------------------------------------------------------
@@ -104,8 +126,8 @@ class metrics_registry {
   /// Adds the timings of one executor step.
   void record(const step_timing& x);
 
-  /// Starts (or restarts, forgetting its busy time and steps) the wall time of an executor's busy
-  /// ratio, and notes its device.
+  /// Starts (or restarts, forgetting its busy time, steps and block gauges) the wall time of an
+  /// executor's busy ratio, and notes its device.
   void record(const executor_started& x);
 
   /// Sets the gauge of requests waiting in the batcher's queue.
@@ -137,6 +159,17 @@ class metrics_registry {
   /// Generated tokens per second over the span of the recorded requests (earliest arrival to
   /// latest end); 0 when the span is empty.
   double tokens_per_second() const noexcept;
+
+  /// Prompt tokens that requests looked up in an executor's prefix cache (in tokens, as vLLM's
+  /// `prefix_cache_queries`).
+  uint64_t prefix_cache_queries_total() const noexcept { return prefix_cache_queries_total_; }
+
+  /// Prompt tokens found in an executor's prefix cache: read from cached KV blocks instead of
+  /// computed.
+  uint64_t prefix_cache_hits_total() const noexcept { return prefix_cache_hits_total_; }
+
+  /// `prefix_cache_hits_total` over `prefix_cache_queries_total`; NaN when nothing was looked up.
+  double prefix_cache_hit_rate() const noexcept;
 
   // -- histograms --------------------------------------------------------------------------------
 
@@ -194,6 +227,11 @@ class metrics_registry {
   /// The last value of `set_running_sequences` for `executor`; 0 when never set.
   std::size_t running_sequences(const std::string& executor) const;
 
+  /// The block gauges of `executor`'s latest step since it started; std::nullopt for an
+  /// executor without a block pool (every step it ran reported 0 blocks of each kind), one that
+  /// ran no step since it started, or an unknown one.
+  std::optional<kv_block_gauges> kv_blocks(const std::string& executor) const;
+
   // -- summary ---------------------------------------------------------------------------------
 
   /// The main numbers, for the log line and the bench command's table.
@@ -217,6 +255,8 @@ class metrics_registry {
   uint64_t finished_length_ = 0;
   uint64_t prompt_tokens_total_ = 0;
   uint64_t generation_tokens_total_ = 0;
+  uint64_t prefix_cache_queries_total_ = 0;
+  uint64_t prefix_cache_hits_total_ = 0;
   // The span of the recorded requests, for tokens per second.
   time_point first_arrival_ = time_point::max();
   time_point last_end_ = time_point::min();
@@ -232,6 +272,8 @@ class metrics_registry {
   std::array<histogram, step_kind_count> step_time_;
   std::map<std::string, executor_busy> busy_;
   std::map<std::string, std::size_t> running_sequences_;
+  // Executor -> its latest step's block gauges; only executors with a block pool.
+  std::map<std::string, kv_block_gauges> kv_blocks_;
   // Executor -> device, from `executor_started`.
   std::map<std::string, std::string> devices_;
   std::size_t queue_depth_ = 0;

@@ -36,8 +36,11 @@ std::string json_snapshot(const metrics_registry& m) {
   nlohmann::json running_json = nlohmann::json::object();
   nlohmann::json busy_json = nlohmann::json::object();
   nlohmann::json executors_json = nlohmann::json::object();
+  nlohmann::json kv_blocks_json = nlohmann::json::object();
   for (const auto& name : m.executors()) {
     running_json[name] = m.running_sequences(name);
+    if (auto kv = m.kv_blocks(name))
+      kv_blocks_json[name] = {{"used", kv->used}, {"cached", kv->cached}, {"free", kv->free}};
     busy_json[name] = m.busy_ratio(name);
     auto device = m.executor_device(name);
     executors_json[name] = {
@@ -51,6 +54,10 @@ std::string json_snapshot(const metrics_registry& m) {
        {{"prompt", m.prompt_tokens_total()},
         {"generation", m.generation_tokens_total()},
         {"per_second", m.tokens_per_second()}}},
+      {"prefix_cache",
+       {{"queries", m.prefix_cache_queries_total()},
+        {"hits", m.prefix_cache_hits_total()},
+        {"hit_rate", json_number(m.prefix_cache_hit_rate())}}},
       {"histograms",
        {{"queue_time_seconds", json_histogram(m.queue_time())},
         {"time_to_first_token_seconds", json_histogram(m.time_to_first_token())},
@@ -65,7 +72,8 @@ std::string json_snapshot(const metrics_registry& m) {
       {"gauges",
        {{"queue_depth", m.queue_depth()},
         {"running_sequences", running_json},
-        {"executor_busy_ratio", busy_json}}},
+        {"executor_busy_ratio", busy_json},
+        {"kv_blocks", kv_blocks_json}}},
       {"executors", executors_json},
   };
   return result.dump();

@@ -47,6 +47,8 @@ std::string summary_line(const metrics_registry& m) {
   out += " | batch mean=" + format_number("%.1f", x.batch_size_mean);
   out += " pad=" + format_number("%.1f%%", x.padding_fraction_mean * 100);
   out += " | tok/s=" + format_number("%.1f", x.tokens_per_second);
+  out += " | kv used=" + format_number("%.1f%%", x.kv_cache_usage * 100);
+  out += " prefix hit=" + format_number("%.1f%%", x.prefix_cache_hit_rate * 100);
   return out;
 }
 

@@ -15,6 +15,16 @@ void write_histogram(std::string& out, std::string_view name, std::string_view h
   write_histogram_series(out, name, h.upper_bounds(), h.cumulative_counts(), h.sum(), h.count());
 }
 
+// One gauge of the executors' block gauges: a sample per executor with a block pool.
+void write_kv_blocks(std::string& out, const metrics_registry& m,
+                     const std::vector<std::string>& executors, std::string_view name,
+                     std::string_view help, uint64_t kv_block_gauges::*gauge) {
+  write_header(out, name, help, "gauge");
+  for (const auto& executor : executors)
+    if (auto kv = m.kv_blocks(executor))
+      write_sample(out, name, label("executor", executor), (*kv).*gauge);
+}
+
 }  // namespace
 
 std::string prometheus_text(const metrics_registry& m) {
@@ -33,6 +43,13 @@ std::string prometheus_text(const metrics_registry& m) {
                 m.prompt_tokens_total());
   write_counter(out, "conveyor_generation_tokens_total", "Output tokens generated.",
                 m.generation_tokens_total());
+  write_counter(out, "conveyor_prefix_cache_queries_total",
+                "Prompt tokens looked up in an executor's prefix cache.",
+                m.prefix_cache_queries_total());
+  write_counter(out, "conveyor_prefix_cache_hits_total",
+                "Prompt tokens found in an executor's prefix cache, read from cached KV blocks "
+                "instead of computed.",
+                m.prefix_cache_hits_total());
   // Request histograms.
   write_histogram(out, "conveyor_queue_time_seconds",
                   "Seconds a request waited in the queue before admission.", m.queue_time());
@@ -94,6 +111,16 @@ std::string prometheus_text(const metrics_registry& m) {
   for (const auto& name : executors)
     write_sample(out, "conveyor_running_sequences", label("executor", name),
                  uint64_t{m.running_sequences(name)});
+  // KV-cache blocks after each executor's latest step; executors without a block pool have none.
+  write_kv_blocks(out, m, executors, "conveyor_kv_blocks_used",
+                  "KV-cache blocks referenced by an executor's running sequences.",
+                  &kv_block_gauges::used);
+  write_kv_blocks(out, m, executors, "conveyor_kv_blocks_cached",
+                  "KV-cache blocks of an executor holding a cached prefix, referenced or not.",
+                  &kv_block_gauges::cached);
+  write_kv_blocks(out, m, executors, "conveyor_kv_blocks_free",
+                  "KV-cache blocks an executor can allocate: free or evictable.",
+                  &kv_block_gauges::free);
   return out;
 }
 

@@ -191,7 +191,9 @@ void chunk_writer::append_usage_chunk(std::string& out, completion_usage usage) 
   append_integer(out, usage.completion_tokens);
   out += ",\"prompt_tokens\":";
   append_integer(out, usage.prompt_tokens);
-  out += ",\"total_tokens\":";
+  out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+  append_integer(out, usage.cached_tokens);
+  out += "},\"total_tokens\":";
   append_integer(out, int64_t{usage.prompt_tokens} + usage.completion_tokens);
   out += "}}";
 }

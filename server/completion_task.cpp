@@ -158,8 +158,12 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
   choice.handle.reset();
   choice.finish_reason = std::move(finish_reason);
   choice.usage = usage;
-  // The prompt's tokens count once, with its first choice.
-  if (index % choices_per_prompt_ != 0) choice.usage.prompt_tokens = 0;
+  // The prompt's tokens count once, with its first choice, and so do those of them that were
+  // read from the prefix cache: the usage's cached tokens are a part of its prompt tokens.
+  if (index % choices_per_prompt_ != 0) {
+    choice.usage.prompt_tokens = 0;
+    choice.usage.cached_tokens = 0;
+  }
   remaining_ -= 1;
   add_echo(index, out, sse);
   if (stream_) {
@@ -234,6 +238,7 @@ completion_usage completion_task::total_usage() const {
   for (const auto& c : choices_) {
     total.prompt_tokens += c.usage.prompt_tokens;
     total.completion_tokens += c.usage.completion_tokens;
+    total.cached_tokens += c.usage.cached_tokens;
   }
   return total;
 }

@@ -46,7 +46,8 @@ class completion_task {
  public:
   /// A task with `choices` choices, `choices_per_prompt` (`n`) of each prompt in turn; `serial`
   /// tells its events from those of older tasks. The usage counts each prompt once, as OpenAI's
-  /// does, however many choices it has.
+  /// does, however many choices it has: its prompt tokens and the cached ones among them, both
+  /// from its first choice.
   completion_task(uint64_t serial, completion_meta meta, bool stream, bool include_usage,
                   std::size_t choices, std::size_t choices_per_prompt = 1);
 

@@ -209,7 +209,8 @@ json logprobs_object(const completion_meta& meta, const logprobs_part* part) {
 json usage_object(completion_usage usage) {
   return json{{"prompt_tokens", usage.prompt_tokens},
               {"completion_tokens", usage.completion_tokens},
-              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
 }
 
 }  // namespace
@@ -259,6 +260,7 @@ std::string render_completion(const completion_meta& meta,
                           {"finish_reason", c.finish_reason}});
     total.prompt_tokens += c.usage.prompt_tokens;
     total.completion_tokens += c.usage.completion_tokens;
+    total.cached_tokens += c.usage.cached_tokens;
   }
   obj["choices"] = std::move(list);
   obj["usage"] = usage_object(total);

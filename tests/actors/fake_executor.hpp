@@ -31,6 +31,10 @@ enum class fake_output {
   /// Tells the batcher every request streams and sends no chunk: an executor lost between the
   /// two messages.
   started_only,
+  /// Tells the batcher every request streams and ends it at once: finished at its length with
+  /// one token ("X"), every prompt token but the last looked up in the prefix cache and all
+  /// but the last two found there.
+  finishes_cached,
 };
 
 /// The fake: four slots, named "fake"; `observer` hears a `received_ids` per work message.
@@ -47,6 +51,17 @@ inline executor_actor::behavior_type fake_executor(executor_actor::pointer self,
           r.ids.push_back(item.request.id);
           if (output == fake_output::started_only) {
             self->send(batcher, atom::started::value, item.request.id);
+          } else if (output == fake_output::finishes_cached) {
+            self->send(batcher, atom::started::value, item.request.id);
+            self->send(item.sink, token_chunk{item.request.id, "X", {1}});
+            request_result result;
+            result.id = item.request.id;
+            result.reason = finish_reason::length;
+            result.prompt_tokens = int32_t(item.request.prompt.size());
+            result.completion_tokens = 1;
+            result.cache_queried_tokens = result.prompt_tokens - 1;
+            result.cached_tokens = result.prompt_tokens - 2;
+            self->send(item.sink, std::move(result));
           } else if (!*streamed) {
             *streamed = true;
             self->send(batcher, atom::started::value, item.request.id);

@@ -40,7 +40,7 @@ class heard {
           return;
         case server::completion_step::end_kind::finished:
           ends_.push_back("finished " + step.finish_reason);
-          completion_tokens_ = step.usage.completion_tokens;
+          usage_ = step.usage;
           break;
         case server::completion_step::end_kind::failed:
           ends_.push_back(std::string{"error "} + to_string(step.code) + ": " + step.message);
@@ -65,7 +65,12 @@ class heard {
 
   int32_t completion_tokens() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return completion_tokens_;
+    return usage_.completion_tokens;
+  }
+
+  server::completion_usage usage() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return usage_;
   }
 
  private:
@@ -73,7 +78,7 @@ class heard {
   std::condition_variable changed_;
   std::string text_;
   std::vector<std::string> ends_;
-  int32_t completion_tokens_ = 0;
+  server::completion_usage usage_;
 };
 
 class pipeline_backend_test : public ::testing::Test {
@@ -188,6 +193,22 @@ TEST_F(pipeline_backend_test, a_request_lost_before_its_first_chunk_runs_again_u
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].rfind("error executor_lost: ", 0), 0u) << ends[0];
   EXPECT_EQ(lost_after_a_chunk.text(), "X");
+}
+
+TEST_F(pipeline_backend_test, the_usage_has_the_prompt_tokens_read_from_the_prefix_cache) {
+  // "Once upon a time" is 5 tokens with BOS: the fake executor found 3 of them in its cache.
+  heard finished;
+  caf::scoped_actor self{sys};
+  auto fake =
+      sys.spawn(test::fake_executor, batcher, caf::actor{self}, test::fake_output::finishes_cached);
+  auto request = backend->submit(greedy(), finished.events());
+  EXPECT_EQ(finished.wait_for_end(), std::vector<std::string>{"finished length"});
+  EXPECT_EQ(finished.text(), "X");
+  const auto usage = finished.usage();
+  EXPECT_EQ(usage.prompt_tokens, 5);
+  EXPECT_EQ(usage.completion_tokens, 1);
+  EXPECT_EQ(usage.cached_tokens, 3);
+  caf::anon_send_exit(fake, caf::exit_reason::kill);
 }
 
 TEST_F(pipeline_backend_test, a_cancel_reaches_the_run_in_progress) {

@@ -90,6 +90,8 @@ TEST_F(e2e_openai_python, whole_and_streamed) {
   EXPECT_EQ(result["whole"]["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(result["whole"]["usage"]["completion_tokens"], 60);
   EXPECT_EQ(result["whole"]["usage"]["total_tokens"], 65);
+  // The client's own typed field; 0: the server's first completion finds nothing cached.
+  EXPECT_EQ(result["whole"]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   EXPECT_EQ(result["stream"]["text"], expected_once_upon_a_time());
   EXPECT_EQ(result["stream"]["finish_reason"], "length");
   // One event per token and the closing one with the finish reason.

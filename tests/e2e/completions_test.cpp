@@ -32,8 +32,10 @@ TEST(e2e_completions, expected_text_whole_and_streamed) {
   EXPECT_EQ(body["choices"][0]["text"], expected);
   EXPECT_EQ(body["choices"][0]["index"], 0);
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(body["usage"],
-            (json{{"prompt_tokens", 5}, {"completion_tokens", 60}, {"total_tokens", 65}}));
+  EXPECT_EQ(body["usage"], (json{{"prompt_tokens", 5},
+                                 {"completion_tokens", 60},
+                                 {"total_tokens", 65},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 
   auto streamed = server.request("POST", "/v1/completions",
                                  R"({"prompt": "Once upon a time", "max_tokens": 60,

@@ -102,6 +102,8 @@ TEST(histogram, reservoir_stays_bounded_and_counts_stay_exact) {
 
 // Seven requests (one of each outcome, three finished) and four steps on two executors; the
 // clock stands at t0 + 100 ms. Durations are chosen so that the TTFT sum is exact in binary.
+// Three requests looked up 38 prompt tokens in a prefix cache and found 12; cuda:0 has a block
+// pool (8 used, 10 cached, 24 free after its step), cpu:0 none (its steps report 0 blocks).
 class registry_test : public ::testing::Test {
  protected:
   registry_test() : registry([] { return t0 + milliseconds(100); }) {
@@ -116,7 +118,8 @@ class registry_test : public ::testing::Test {
     registry.record(step("cpu:0", step_kind::prefill, 2, 30, 40, 10, microseconds(5000)));
     registry.record(step("cpu:0", step_kind::decode, 2, 2, 2, 20, microseconds(2000)));
     registry.record(step("cpu:0", step_kind::decode, 1, 1, 1, 30, microseconds(2000)));
-    registry.record(step("cuda:0", step_kind::prefill, 4, 16, 32, 50, microseconds(10000)));
+    registry.record(
+        blocks(step("cuda:0", step_kind::prefill, 4, 16, 32, 50, microseconds(10000)), 8, 10, 24));
     registry.set_queue_depth(3);
     registry.set_running_sequences("cpu:0", 2);
   }
@@ -150,6 +153,8 @@ class registry_test : public ::testing::Test {
     x.finished = at(200);
     x.prompt_tokens = 10;
     x.output_tokens = 4;
+    x.cache_queried_tokens = 10;
+    x.cached_tokens = 8;
     return x;
   }
 
@@ -164,6 +169,7 @@ class registry_test : public ::testing::Test {
     x.finished = at(370);
     x.prompt_tokens = 20;
     x.output_tokens = 3;
+    x.cache_queried_tokens = 20;  // nothing found
     return x;
   }
 
@@ -190,6 +196,8 @@ class registry_test : public ::testing::Test {
     x.finished = at(400);
     x.prompt_tokens = 8;
     x.output_tokens = 2;
+    x.cache_queried_tokens = 8;
+    x.cached_tokens = 4;
     return x;
   }
 
@@ -227,6 +235,14 @@ class registry_test : public ::testing::Test {
     return step_timing{std::move(executor), kind, batch, tokens, padded, at(start_ms), elapsed};
   }
 
+  // `x` with the block gauges of an executor with a block pool.
+  static step_timing blocks(step_timing x, int32_t used, int32_t cached, int32_t free) {
+    x.kv_blocks_used = used;
+    x.kv_blocks_cached = cached;
+    x.kv_blocks_free = free;
+    return x;
+  }
+
   metrics_registry registry;
 };
 
@@ -254,6 +270,15 @@ TEST_F(registry_test, counts_tokens) {
   EXPECT_EQ(registry.generation_tokens_total(), 4u + 3 + 1 + 2);
   // 10 tokens over the span from 0 ms to 1500 ms.
   EXPECT_DOUBLE_EQ(registry.tokens_per_second(), 10 / 1.5);
+}
+
+TEST_F(registry_test, counts_prefix_cache_queries_and_hits_in_tokens) {
+  // Every outcome counts: the cancelled request had looked its prompt up when it was admitted.
+  EXPECT_EQ(registry.prefix_cache_queries_total(), 10u + 20 + 8);
+  EXPECT_EQ(registry.prefix_cache_hits_total(), 8u + 4);
+  EXPECT_DOUBLE_EQ(registry.prefix_cache_hit_rate(), 12.0 / 38);
+  metrics_registry empty;
+  EXPECT_TRUE(std::isnan(empty.prefix_cache_hit_rate()));
 }
 
 TEST_F(registry_test, queue_time) {
@@ -360,6 +385,35 @@ TEST_F(registry_test, gauges) {
   EXPECT_EQ(registry.queue_depth(), 3u);
   EXPECT_EQ(registry.running_sequences("cpu:0"), 2u);
   EXPECT_EQ(registry.running_sequences("cuda:0"), 0u);
+}
+
+TEST_F(registry_test, kv_blocks_are_the_latest_step_s_of_executors_with_a_block_pool) {
+  auto cuda = registry.kv_blocks("cuda:0");
+  ASSERT_TRUE(cuda);
+  EXPECT_EQ(cuda->used, 8u);
+  EXPECT_EQ(cuda->cached, 10u);
+  EXPECT_EQ(cuda->free, 24u);
+  EXPECT_FALSE(registry.kv_blocks("cpu:0")) << "its steps all reported 0 blocks: no pool";
+  EXPECT_FALSE(registry.kv_blocks("nowhere"));
+  // The latest step's gauges replace the earlier ones.
+  registry.record(
+      blocks(step("cuda:0", step_kind::decode, 4, 4, 4, 60, microseconds(100)), 12, 9, 20));
+  cuda = registry.kv_blocks("cuda:0");
+  ASSERT_TRUE(cuda);
+  EXPECT_EQ(cuda->used, 12u);
+  EXPECT_EQ(cuda->cached, 9u);
+  EXPECT_EQ(cuda->free, 20u);
+  // A restarted executor has a new pool: no gauges until its first step.
+  registry.record(executor_started{"cuda:0", t0 + milliseconds(70), "cuda:0"});
+  EXPECT_FALSE(registry.kv_blocks("cuda:0"));
+  registry.record(
+      blocks(step("cuda:0", step_kind::prefill, 1, 4, 4, 80, microseconds(100)), 1, 0, 31));
+  ASSERT_TRUE(registry.kv_blocks("cuda:0"));
+  EXPECT_EQ(registry.kv_blocks("cuda:0")->free, 31u);
+  registry.reset();
+  EXPECT_FALSE(registry.kv_blocks("cuda:0"));
+  EXPECT_EQ(registry.prefix_cache_queries_total(), 0u);
+  EXPECT_EQ(registry.prefix_cache_hits_total(), 0u);
 }
 
 TEST_F(registry_test, restart_forgets_busy_time) {
@@ -486,6 +540,42 @@ TEST_F(registry_test, prometheus_counter_and_gauge_lines_are_exact) {
   EXPECT_TRUE(has("conveyor_running_sequences{executor=\"cpu:0\"} 2"));
 }
 
+TEST_F(registry_test, prometheus_prefix_cache_and_kv_block_lines_are_exact) {
+  auto lines = lines_of(prometheus_text(registry));
+  const std::vector<std::vector<std::string>> expected = {
+      {"# HELP conveyor_prefix_cache_queries_total Prompt tokens looked up in an executor's "
+       "prefix cache.",
+       "# TYPE conveyor_prefix_cache_queries_total counter",
+       "conveyor_prefix_cache_queries_total 38"},
+      {"# HELP conveyor_prefix_cache_hits_total Prompt tokens found in an executor's prefix "
+       "cache, read from cached KV blocks instead of computed.",
+       "# TYPE conveyor_prefix_cache_hits_total counter", "conveyor_prefix_cache_hits_total 12"},
+      // cpu:0 has no block pool: no sample.
+      {"# HELP conveyor_kv_blocks_used KV-cache blocks referenced by an executor's running "
+       "sequences.",
+       "# TYPE conveyor_kv_blocks_used gauge", "conveyor_kv_blocks_used{executor=\"cuda:0\"} 8"},
+      {"# HELP conveyor_kv_blocks_cached KV-cache blocks of an executor holding a cached prefix, "
+       "referenced or not.",
+       "# TYPE conveyor_kv_blocks_cached gauge",
+       "conveyor_kv_blocks_cached{executor=\"cuda:0\"} 10"},
+      {"# HELP conveyor_kv_blocks_free KV-cache blocks an executor can allocate: free or "
+       "evictable.",
+       "# TYPE conveyor_kv_blocks_free gauge", "conveyor_kv_blocks_free{executor=\"cuda:0\"} 24"},
+  };
+  for (const auto& family_lines : expected)
+    EXPECT_EQ(family(lines, family_lines.front()), family_lines);
+  // Without a pool anywhere and with nothing looked up: the counters at 0, the gauges without
+  // samples.
+  metrics_registry plain{[] { return t0; }};
+  plain.record(step("cpu:0", step_kind::decode, 1, 1, 1, 0, microseconds(10)));
+  auto plain_lines = lines_of(prometheus_text(plain));
+  EXPECT_EQ(family(plain_lines, expected[0][0]).back(), "conveyor_prefix_cache_queries_total 0");
+  EXPECT_EQ(family(plain_lines, expected[1][0]).back(), "conveyor_prefix_cache_hits_total 0");
+  for (std::size_t i = 2; i < expected.size(); ++i)
+    EXPECT_EQ(family(plain_lines, expected[i][0]),
+              (std::vector<std::string>{expected[i][0], expected[i][1]}));
+}
+
 // Splits a sample line into its series (name and labels) and value.
 std::pair<std::string, std::string> split_sample(const std::string& line) {
   auto space = line.rfind(' ');
@@ -547,7 +637,7 @@ TEST_F(registry_test, prometheus_text_is_well_formed) {
       counts[key] = std::stoull(value);
     }
   }
-  EXPECT_EQ(types.size(), 20u);
+  EXPECT_EQ(types.size(), 25u);
   ASSERT_EQ(buckets.size(), 11u);  // 9 histograms + 2 step kinds
   for (const auto& [key, series_counts] : buckets) {
     EXPECT_EQ(last_le[key], "+Inf") << key;
@@ -623,6 +713,12 @@ TEST_F(registry_test, json_snapshot_has_the_numbers) {
   EXPECT_EQ(j["gauges"]["queue_depth"], 3);
   EXPECT_EQ(j["gauges"]["running_sequences"]["cpu:0"], 2);
   EXPECT_NEAR(j["gauges"]["executor_busy_ratio"]["cuda:0"].get<double>(), 0.1, 1e-12);
+  EXPECT_EQ(j["prefix_cache"]["queries"], 38);
+  EXPECT_EQ(j["prefix_cache"]["hits"], 12);
+  EXPECT_DOUBLE_EQ(j["prefix_cache"]["hit_rate"].get<double>(), 12.0 / 38);
+  EXPECT_EQ(j["gauges"]["kv_blocks"],
+            nlohmann::json::parse(R"({"cuda:0": {"used": 8, "cached": 10, "free": 24}})"))
+      << "only executors with a block pool";
   for (const auto& [name, h] : j["histograms"].items()) {
     if (h.contains("count")) {
       EXPECT_TRUE(h["count"].is_number_unsigned()) << name;
@@ -638,6 +734,9 @@ TEST(metrics_registry, json_snapshot_of_nothing_has_nulls) {
   EXPECT_TRUE(j["histograms"]["e2e_latency_seconds"]["mean"].is_null());
   EXPECT_TRUE(j["histograms"]["e2e_latency_seconds"]["p99"].is_null());
   EXPECT_TRUE(j["gauges"]["executor_busy_ratio"].is_object());
+  EXPECT_EQ(j["prefix_cache"], nlohmann::json::parse(R"({"queries": 0, "hits": 0,
+                                                         "hit_rate": null})"));
+  EXPECT_EQ(j["gauges"]["kv_blocks"], nlohmann::json::object());
 }
 
 TEST_F(registry_test, summary_has_the_main_numbers) {
@@ -658,10 +757,17 @@ TEST_F(registry_test, summary_has_the_main_numbers) {
   EXPECT_DOUBLE_EQ(s.batch_size_mean, 2.25);
   EXPECT_DOUBLE_EQ(s.padding_fraction_mean, 0.1875);
   EXPECT_DOUBLE_EQ(s.tokens_per_second, 10 / 1.5);
+  EXPECT_DOUBLE_EQ(s.prefix_cache_hit_rate, 12.0 / 38);
+  EXPECT_DOUBLE_EQ(s.kv_cache_usage, 8.0 / 32);  // cuda:0's; cpu:0 has no pool
   EXPECT_EQ(summary_line(registry),
             "requests finished=3 cancelled=1 expired=1 rejected=1 failed=1 | queue p50=8ms "
             "p99=29.6ms | ttft p50=188ms p99=493ms | itl mean=17.5ms | tpot p50=17.5ms | e2e "
-            "p50=270ms p99=495ms | batch mean=2.2 pad=18.8% | tok/s=6.7");
+            "p50=270ms p99=495ms | batch mean=2.2 pad=18.8% | tok/s=6.7 | kv used=25.0% "
+            "prefix hit=31.6%");
+  // Two executors with a pool: their blocks add up (8 + 40 used of 32 + 64).
+  registry.record(
+      blocks(step("cuda:1", step_kind::decode, 1, 1, 1, 90, microseconds(100)), 40, 0, 24));
+  EXPECT_DOUBLE_EQ(registry.summarize().kv_cache_usage, 48.0 / 96);
 }
 
 TEST(metrics_registry, summary_line_of_nothing_shows_dashes) {
@@ -669,7 +775,7 @@ TEST(metrics_registry, summary_line_of_nothing_shows_dashes) {
   EXPECT_EQ(summary_line(registry),
             "requests finished=0 cancelled=0 expired=0 rejected=0 failed=0 | queue p50=- p99=- "
             "| ttft p50=- p99=- | itl mean=- | tpot p50=- | e2e p50=- p99=- | batch mean=- "
-            "pad=- | tok/s=0.0");
+            "pad=- | tok/s=0.0 | kv used=- prefix hit=-");
 }
 
 }  // namespace

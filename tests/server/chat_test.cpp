@@ -95,7 +95,8 @@ TEST_F(chat_test, whole_answer_is_a_chat_completion_of_the_rendered_prompt) {
                                    {"logprobs", nullptr},
                                    {"finish_reason", "length"}}));
   EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens": 9, "completion_tokens": 4,
-                                        "total_tokens": 13})"));
+                                        "total_tokens": 13,
+                                        "prompt_tokens_details": {"cached_tokens": 0}})"));
   auto reqs = backend.requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].prompt, rendered);
@@ -151,6 +152,29 @@ TEST_F(chat_test, streamed_answer_opens_with_the_role_and_ends_with_the_reason) 
   EXPECT_TRUE(events[7]["choices"].empty());
   EXPECT_EQ(events[7]["usage"]["completion_tokens"], 5);
   EXPECT_EQ(events.back(), "[DONE]");
+}
+
+TEST_F(chat_test, usage_has_the_prompt_tokens_the_backend_read_from_its_cache) {
+  start();
+  fake_backend::settings s;
+  s.cached_tokens = 6;
+  backend.configure(s);
+  const json usage = json::parse(R"({"prompt_tokens": 9, "completion_tokens": 4,
+                                     "total_tokens": 13,
+                                     "prompt_tokens_details": {"cached_tokens": 6}})");
+  auto whole = post(R"({"max_tokens": 4, "messages": )" + conversation + "}");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200u) << whole->body;
+  EXPECT_EQ(whole->json()["usage"], usage);
+  auto streamed = post(R"({"max_tokens": 4, "stream": true, "stream_options":
+                           {"include_usage": true}, "messages": )" +
+                       conversation + "}");
+  ASSERT_TRUE(streamed);
+  auto events = sse_events(streamed->body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_TRUE(events[events.size() - 2]["choices"].empty());
+  EXPECT_EQ(events[events.size() - 2]["usage"], usage);
 }
 
 TEST_F(chat_test, bad_conversations_are_400_naming_the_field) {

@@ -192,12 +192,19 @@ TEST(server_chunk_writer, role_and_usage_chunks_are_byte_for_byte_the_json_objec
     std::string out;
     writer.append_role_chunk(out, 2);
     expect_same(out, nl_dump(role), "role");
-    json usage = meta_object(meta);
-    usage["choices"] = json::array();
-    usage["usage"] = json{{"prompt_tokens", 7}, {"completion_tokens", 123}, {"total_tokens", 130}};
-    out.clear();
-    writer.append_usage_chunk(out, {7, 123});
-    expect_same(out, nl_dump(usage), "usage");
+    // The usage as the whole answer renders it (server/openai.cpp), 5 of the 7 prompt tokens
+    // read from the prefix cache; then none.
+    for (int32_t cached : {5, 0}) {
+      json usage = meta_object(meta);
+      usage["choices"] = json::array();
+      usage["usage"] = json{{"prompt_tokens", 7},
+                            {"completion_tokens", 123},
+                            {"total_tokens", 130},
+                            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+      out.clear();
+      writer.append_usage_chunk(out, {7, 123, cached});
+      expect_same(out, nl_dump(usage), "usage");
+    }
   }
 }
 

@@ -77,18 +77,24 @@ TEST(completion_task, a_prompt_array_fans_out_and_answers_once_all_choices_finis
 
 TEST(completion_task, n_choices_count_their_prompt_once_in_the_usage) {
   // Two prompts with two choices each (n = 2): prompts of 5 and 3 tokens, as OpenAI counts them.
-  recording_backend backend;
-  completion_task task{1, meta(api_kind::completions), true, true, 4, 2};
-  ASSERT_EQ(task.submit(backend, prompts({"a", "a", "b", "b"}), no_events), std::nullopt);
-  send_finish(task, 0, "length", {5, 2});
-  send_finish(task, 1, "length", {5, 2});
-  send_finish(task, 3, "stop", {3, 1});
-  auto end = send_finish(task, 2, "length", {3, 2});
-  ASSERT_TRUE(end.finished);
-  auto usage = json::parse(end.events[end.events.size() - 2])["usage"];
-  EXPECT_EQ(usage["prompt_tokens"], 8);
-  EXPECT_EQ(usage["completion_tokens"], 7);
-  EXPECT_EQ(usage["total_tokens"], 15);
+  // The cached prompt tokens count once per prompt too, those of its first choice: 2 of the
+  // first prompt (its second choice found 4), 0 of the second (its second choice found 3).
+  for (bool stream : {true, false}) {
+    recording_backend backend;
+    completion_task task{1, meta(api_kind::completions), stream, true, 4, 2};
+    ASSERT_EQ(task.submit(backend, prompts({"a", "a", "b", "b"}), no_events), std::nullopt);
+    send_finish(task, 0, "length", {5, 2, 2});
+    send_finish(task, 1, "length", {5, 2, 4});
+    send_finish(task, 3, "stop", {3, 1, 3});
+    auto end = send_finish(task, 2, "length", {3, 2, 0});
+    ASSERT_TRUE(end.finished);
+    auto usage = stream ? json::parse(end.events[end.events.size() - 2])["usage"]
+                        : json::parse(end.body)["usage"];
+    EXPECT_EQ(usage["prompt_tokens"], 8);
+    EXPECT_EQ(usage["completion_tokens"], 7);
+    EXPECT_EQ(usage["total_tokens"], 15);
+    EXPECT_EQ(usage["prompt_tokens_details"], json({{"cached_tokens", 2}}));
+  }
 }
 
 TEST(completion_task, a_chat_stream_sends_the_role_first_then_usage_and_done) {

@@ -1,5 +1,6 @@
 #include "fake_backend.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace conveyor::server::test {
@@ -84,6 +85,7 @@ void fake_backend::run(std::shared_ptr<job> j, settings s) {
   auto words = words_of(j->req.prompt);
   completion_usage usage;
   usage.prompt_tokens = static_cast<int32_t>(words.size());
+  usage.cached_tokens = std::min(s.cached_tokens, usage.prompt_tokens);
   auto wait_or_cancel = [&](std::chrono::milliseconds d) {
     std::unique_lock<std::mutex> lock{mutex_};
     auto ended = [&] { return stopping_ || j->cancel_requested.load(); };

@@ -54,6 +54,9 @@ class fake_backend final : public completion_backend {
     bool whole_steps = false;
     /// Tokens per step with `whole_steps`.
     int32_t tokens_per_step = 1;
+    /// Prompt tokens a finished request reports as read from the prefix cache (at most its
+    /// prompt's words).
+    int32_t cached_tokens = 0;
     /// The backend's part of /metrics.
     std::string metrics = "# TYPE fake_requests_total counter\nfake_requests_total 7\n";
   };

@@ -134,8 +134,9 @@ TEST_F(http_server_test, plain_completion) {
   ASSERT_EQ(j["choices"].size(), 1u);
   EXPECT_EQ(j["choices"][0], json::parse(R"({"text": "the quick brown", "index": 0,
                                             "logprobs": null, "finish_reason": "length"})"));
-  EXPECT_EQ(j["usage"],
-            json::parse(R"({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8})"));
+  EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens": 5, "completion_tokens": 3,
+                                        "total_tokens": 8,
+                                        "prompt_tokens_details": {"cached_tokens": 0}})"));
 
   // Ends on its own before max_tokens: "stop".
   reply = post(completion("short prompt", 10));
@@ -202,6 +203,36 @@ TEST_F(http_server_test, stream_can_end_with_usage) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"], json({{"cached_tokens", 0}}));
+}
+
+TEST_F(http_server_test, usage_has_the_prompt_tokens_the_backend_read_from_its_cache) {
+  start();
+  fake_backend::settings s;
+  s.cached_tokens = 2;
+  backend.configure(s);
+  const json usage = json::parse(R"({"prompt_tokens": 3, "completion_tokens": 2,
+                                     "total_tokens": 5,
+                                     "prompt_tokens_details": {"cached_tokens": 2}})");
+  auto reply = post(completion("a b c", 2));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200u) << reply->body;
+  EXPECT_EQ(reply->json()["usage"], usage);
+  reply = post(R"({"prompt": "a b c", "max_tokens": 2, "stream": true,
+                   "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(reply);
+  auto events = sse_events(reply->body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2]["usage"], usage);
+  // A prompt array sums them over its prompts; with n > 1 each prompt counts once, as its
+  // prompt tokens do: 2 of "a b c", 1 of "d" (at most its one token).
+  reply = post(R"({"prompt": ["a b c", "d"], "n": 3, "max_tokens": 1})");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200u) << reply->body;
+  EXPECT_EQ(reply->json()["usage"], json::parse(R"({"prompt_tokens": 4, "completion_tokens": 6,
+                                                    "total_tokens": 10,
+                                                    "prompt_tokens_details":
+                                                      {"cached_tokens": 3}})"));
 }
 
 TEST_F(http_server_test, prompt_array_gives_one_choice_per_prompt) {

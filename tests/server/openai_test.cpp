@@ -218,8 +218,8 @@ TEST(server_openai_parse, a_number_beyond_a_double_is_refused_not_thrown) {
 
 TEST(server_openai_render, completion_object) {
   completion_meta meta{"cmpl-abc", 1700000000, "m"};
-  auto j =
-      json::parse(render_completion(meta, {{"hello", "length", {3, 2}}, {"bye", "stop", {4, 1}}}));
+  auto j = json::parse(
+      render_completion(meta, {{"hello", "length", {3, 2}}, {"bye", "stop", {4, 1, 3}}}));
   EXPECT_EQ(j["id"], "cmpl-abc");
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["created"], 1700000000);
@@ -228,8 +228,17 @@ TEST(server_openai_render, completion_object) {
   EXPECT_EQ(j["choices"][0],
             json::parse(R"({"text":"hello","index":0,"logprobs":null,"finish_reason":"length"})"));
   EXPECT_EQ(j["choices"][1]["index"], 1);
-  EXPECT_EQ(j["usage"],
-            json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10})"));
+  EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,
+                                        "prompt_tokens_details":{"cached_tokens":3}})"));
+}
+
+TEST(server_openai_render, usage_always_has_the_cached_prompt_tokens) {
+  // As OpenAI and vLLM: `prompt_tokens_details.cached_tokens` is there when nothing was cached.
+  completion_meta meta{"chatcmpl-abc", 1700000000, "m", api_kind::chat_completions};
+  auto j = json::parse(render_completion(meta, {{"hi", "stop", {4, 1}}}));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens":4,"completion_tokens":1,"total_tokens":5,
+                                        "prompt_tokens_details":{"cached_tokens":0}})"));
 }
 
 TEST(server_openai_render, errors_and_models) {
