@@ -54,8 +54,10 @@ std::string make_sentence(std::mt19937_64& rng, int64_t words) {
 std::string make_text(std::mt19937_64& rng, int64_t tokens) {
   std::string out;
   while (tokens > 0) {
-    // A sentence costs its words and its full stop; the last one is cut to what is left.
-    const int64_t words = std::min(uniform_int(rng, 6, 14), std::max<int64_t>(tokens - 1, 1));
+    // A sentence costs its words and its full stop; the last one is cut to what is left, and
+    // one is never left over (no sentence of no words).
+    int64_t words = std::min(uniform_int(rng, 6, 14), std::max<int64_t>(tokens - 1, 1));
+    if (tokens - (words + 1) == 1) ++words;
     if (!out.empty()) out += ' ';
     out += make_sentence(rng, words);
     tokens -= words + 1;

@@ -25,9 +25,10 @@ double exponential_gap(std::mt19937_64& rng, double rate);
 /// tok512 encodes it in few tokens), the first capitalized, ending in '.'.
 std::string make_sentence(std::mt19937_64& rng, int64_t words);
 
-/// Sentences of 6 to 14 words until the text holds `tokens` words and full stops together
-/// (about `tokens` tokens for the BPE tokenizer of a real model, where each of these words and
-/// each full stop is one token; tok512 splits some words). Empty for `tokens` <= 0.
+/// Sentences of about 6 to 14 words until the text holds `tokens` words and full stops together
+/// (exactly, for `tokens` >= 2; about `tokens` tokens for the BPE tokenizer of a real model,
+/// where each of these words and each full stop is one token; tok512 splits some words). Empty
+/// for `tokens` <= 0.
 std::string make_text(std::mt19937_64& rng, int64_t tokens);
 
 }  // namespace conveyor::bench
