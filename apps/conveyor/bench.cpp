@@ -272,7 +272,8 @@ error write_file(const std::string& path, const std::string& text) {
 
 int run_bench(const bench_options& o) {
   if (std::find(std::begin(kinds), std::end(kinds), o.kind) == std::end(kinds))
-    return fail("--kind: unknown kind '" + o.kind + "' (completions, conversations, shared-prefix)");
+    return fail("--kind: unknown kind '" + o.kind +
+                "' (completions, conversations, shared-prefix)");
   for (const auto& [option, allowed] : o.kind_flags)
     if (option->count() > 0 && std::find(allowed.begin(), allowed.end(), o.kind) == allowed.end()) {
       std::string with;
@@ -297,8 +298,8 @@ int run_bench(const bench_options& o) {
   if (!o.save_file.empty()) {
     for (const auto& w : *workloads) {
       const auto path = save_path(o.save_file, w.rate, workloads->size() > 1);
-      if (auto err = w.chat ? save_chat_workload(w.conversations, path)
-                            : save_workload(w.requests, path))
+      if (auto err =
+              w.chat ? save_chat_workload(w.conversations, path) : save_workload(w.requests, path))
         return fail(message_of(err));
       if (w.chat)
         std::fprintf(stderr, "bench: wrote %zu conversations (%zu turns) to %s\n",
@@ -478,11 +479,10 @@ command_fn add_bench(CLI::App& app) {
       cmd->add_option("--reply-tokens", o->reply_tokens, "max_tokens of every chat turn")
           ->check(CLI::Range(1, 1 << 30))
           ->capture_default_str();
-  auto* think_time =
-      cmd->add_option("--think-time", o->think_time_s,
-                      "Seconds between a reply and the conversation's next turn")
-          ->check(CLI::Range(0.0, 3600.0))
-          ->capture_default_str();
+  auto* think_time = cmd->add_option("--think-time", o->think_time_s,
+                                     "Seconds between a reply and the conversation's next turn")
+                         ->check(CLI::Range(0.0, 3600.0))
+                         ->capture_default_str();
   const std::vector<std::string> chat_kinds = {"conversations", "shared-prefix"};
   o->kind_flags = {{requests, {"completions", "shared-prefix"}},
                    {prompt_words, {"completions"}},
