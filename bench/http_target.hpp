@@ -1,7 +1,6 @@
-// The client side of `conveyor bench --target`: an OpenAI /v1/completions server with
-// stream: true, driven in open loop, the requests' connections on an Asio event loop per core,
-// through the shared response reader and SSE parser (client/).
-// What a stream says is plain code that tests can drive.
+// The client side of `conveyor bench --target`: the server's URL, what a stream of server-sent
+// events says (plain code that tests can drive), and the open-loop replay of a workload through
+// POST /v1/completions with stream: true on the client's event loops (stream_client.hpp).
 #pragma once
 
 #include <cstdint>
@@ -35,14 +34,17 @@ expected<target_url> parse_target_url(const std::string& url);
 struct stream_event {
   /// The payload was "[DONE]".
   bool done = false;
-  /// Text of the first choice (may be empty).
+  /// Text of the first choice: its `text` (completions) or `delta.content` (chat); may be empty.
   std::string text;
   /// An `{"error": ...}` payload: its message, and whether its type is a refusal
   /// (invalid_request_error or rate_limit_error).
   std::optional<std::string> error;
   bool refused = false;
-  /// From a usage chunk (stream_options.include_usage).
+  /// From a usage chunk (stream_options.include_usage): `completion_tokens`, `prompt_tokens`
+  /// and `prompt_tokens_details.cached_tokens`, each when present.
   std::optional<int32_t> completion_tokens;
+  std::optional<int32_t> prompt_tokens;
+  std::optional<int32_t> cached_tokens;
   /// The choice's finish_reason when set.
   std::optional<std::string> finish_reason;
 };
@@ -51,7 +53,8 @@ struct stream_event {
 stream_event parse_stream_event(const std::string& data);
 
 /// Folds the events of one request into its record: chunks with non-empty text stamp
-/// `chunk_times` at `now` (seconds after the scheduled arrival).
+/// `chunk_times` at `now` (seconds after the scheduled arrival) and add to its `text`; a usage
+/// chunk gives its token counts.
 class completion_stream {
  public:
   /// One event's payload arrived at `now`.
@@ -64,6 +67,8 @@ class completion_stream {
   request_record record_;
   int32_t text_chunks_ = 0;
   std::optional<int32_t> usage_tokens_;
+  std::optional<int32_t> prompt_tokens_;
+  std::optional<int32_t> cached_tokens_;
   bool done_ = false;
   bool finished_ = false;
   std::optional<std::string> error_;

@@ -59,6 +59,8 @@ sink_actor::behavior_type collector(sink_actor::stateful_pointer<collector_state
         auto& r = self->state.record;
         r.end = seconds_between(scheduled, now);
         r.output_tokens = result.completion_tokens;
+        r.prompt_tokens = result.prompt_tokens;
+        r.cached_tokens = result.cached_tokens;
         switch (result.how) {
           case outcome::finished:
             r.status = request_status::completed;

@@ -25,6 +25,19 @@ std::string fmt_ms(const distribution& d) {
          fmt("%.1f", d.p90 * 1e3) + " / " + fmt("%.1f", d.p99 * 1e3);
 }
 
+std::string fmt_mean_p50(const distribution& d) {
+  if (d.count == 0) return "-";
+  return fmt("%.1f", d.mean * 1e3) + " / " + fmt("%.1f", d.p50 * 1e3);
+}
+
+// "37.5% (1200 / 3200)": the hit rate with the token counts it comes from; "n/a" when the
+// responses did not say.
+std::string fmt_hit_rate(const run_summary& r) {
+  if (std::isnan(r.prefix_cache_hit_rate)) return "n/a";
+  return fmt("%.1f%%", r.prefix_cache_hit_rate * 100) + " (" + std::to_string(r.cached_tokens) +
+         " / " + std::to_string(r.prompt_tokens) + ")";
+}
+
 nlohmann::json number(double x) {
   if (std::isnan(x)) return nullptr;
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
@@ -215,6 +228,24 @@ std::string render_table(const std::vector<run_summary>& runs) {
   row("TPOT ms (mean/p50/p90/p99)", [](const run_summary& r) { return fmt_ms(r.tpot); });
   row("ITL ms (mean/p50/p90/p99)", [](const run_summary& r) { return fmt_ms(r.itl); });
   row("E2E ms (mean/p50/p90/p99)", [](const run_summary& r) { return fmt_ms(r.e2e); });
+  // Chat workloads: TTFT by turn of the conversations, and the prefix cache's share of the
+  // prompts (also for any run whose responses reported prompt tokens).
+  std::size_t turns = 0;
+  bool prompts_counted = false;
+  for (const auto& r : runs) {
+    turns = std::max(turns, r.ttft_by_turn.size());
+    prompts_counted = prompts_counted || r.prompt_tokens > 0;
+  }
+  for (std::size_t t = 0; t < turns; ++t)
+    row("TTFT turn " + std::to_string(t + 1) + " ms (mean/p50)", [t](const run_summary& r) {
+      return t < r.ttft_by_turn.size() ? fmt_mean_p50(r.ttft_by_turn[t]) : std::string{"-"};
+    });
+  if (turns >= 2)
+    row("TTFT turns 2.." + std::to_string(turns) + " ms (mean/p50)",
+        [](const run_summary& r) { return fmt_mean_p50(r.ttft_later_turns); });
+  if (turns > 0 || prompts_counted)
+    row("prefix cache hit rate (cached / prompt tokens)",
+        [](const run_summary& r) { return fmt_hit_rate(r); });
   row("mean batch size", [](const run_summary& r) { return fmt("%.2f", r.batch_size_mean); });
   row("padding fraction",
       [](const run_summary& r) { return fmt("%.1f%%", r.padding_fraction * 100); });
@@ -248,6 +279,8 @@ std::string render_table(const std::vector<run_summary>& runs) {
 }
 
 nlohmann::json to_json(const run_summary& r) {
+  nlohmann::json by_turn = nlohmann::json::array();
+  for (const auto& d : r.ttft_by_turn) by_turn.push_back(to_json(d));
   return {{"name", r.name},
           {"rate", number(r.rate)},
           {"requests", r.requests},
@@ -262,6 +295,11 @@ nlohmann::json to_json(const run_summary& r) {
           {"tpot_s", to_json(r.tpot)},
           {"itl_s", to_json(r.itl)},
           {"e2e_s", to_json(r.e2e)},
+          {"ttft_by_turn_s", by_turn},
+          {"ttft_later_turns_s", to_json(r.ttft_later_turns)},
+          {"prompt_tokens", r.prompt_tokens},
+          {"cached_tokens", r.cached_tokens},
+          {"prefix_cache_hit_rate", number(r.prefix_cache_hit_rate)},
           {"batch_size_mean", number(r.batch_size_mean)},
           {"padding_fraction", number(r.padding_fraction)},
           {"executor_busy_ratio", number(r.executor_busy_ratio)},

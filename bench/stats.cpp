@@ -43,7 +43,12 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
   s.rate = rate;
   s.requests = records.size();
   s.wall_s = wall_s;
-  std::vector<double> ttft, tpot, itl, e2e;
+  std::vector<double> ttft, tpot, itl, e2e, later_turns;
+  // Every turn sent gets its place, also one that no request completed.
+  std::size_t turns = 0;
+  for (const auto& r : records) turns = std::max(turns, std::size_t(std::max(r.turn, 0)));
+  std::vector<std::vector<double>> ttft_by_turn(turns);
+  bool cached_reported = false;
   for (const auto& r : records) {
     switch (r.status) {
       case request_status::completed:
@@ -57,9 +62,16 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
         continue;
     }
     s.output_tokens += uint64_t(std::max(r.output_tokens, 0));
+    if (r.prompt_tokens) {
+      s.prompt_tokens += uint64_t(std::max(*r.prompt_tokens, 0));
+      s.cached_tokens += uint64_t(std::max(r.cached_tokens.value_or(0), 0));
+    }
+    cached_reported = cached_reported || r.cached_tokens.has_value();
     e2e.push_back(r.end);
     if (r.chunk_times.empty()) continue;
     ttft.push_back(r.chunk_times.front());
+    if (r.turn > 0) ttft_by_turn[r.turn - 1].push_back(r.chunk_times.front());
+    if (r.turn > 1) later_turns.push_back(r.chunk_times.front());
     if (r.output_tokens >= 2)
       tpot.push_back((r.end - r.chunk_times.front()) / double(r.output_tokens - 1));
     for (std::size_t i = 1; i < r.chunk_times.size(); ++i)
@@ -71,6 +83,11 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
   s.tpot = describe(tpot);
   s.itl = describe(itl);
   s.e2e = describe(e2e);
+  for (const auto& samples : ttft_by_turn) s.ttft_by_turn.push_back(describe(samples));
+  s.ttft_later_turns = describe(later_turns);
+  s.prefix_cache_hit_rate = cached_reported && s.prompt_tokens > 0
+                                ? double(s.cached_tokens) / double(s.prompt_tokens)
+                                : nan;
   s.batch_size_mean = s.padding_fraction = s.executor_busy_ratio = s.process_cpu_s = nan;
   std::sort(e2e.begin(), e2e.end());
   s.e2e_sorted = std::move(e2e);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ struct request_record {
   double end = 0;
   /// What went wrong, for rejected and failed requests.
   std::string message;
+  /// The turn of a conversation this request was (1 for the first); 0 outside conversations.
+  int32_t turn = 0;
+  /// The generated text (over HTTP: the chunks' text joined); a conversation sends it back as
+  /// the assistant's message of the next turn.
+  std::string text;
+  /// From the response's usage: the prompt's tokens, and of those the ones the server read from
+  /// its prefix cache (`usage.prompt_tokens_details.cached_tokens`); unset when not reported.
+  std::optional<int32_t> prompt_tokens;
+  std::optional<int32_t> cached_tokens;
 };
 
 /// Counters a progress line reads while a run goes on (written by the run's threads).
@@ -95,6 +105,16 @@ struct run_summary {
   /// a target the client's own cost, in process the pipeline's and the driver's together; NaN
   /// until the caller sets it.
   double process_cpu_s = 0;
+  /// Chat workloads (records with a turn): the TTFT of completed requests by turn, turn 1 first,
+  /// and over turns 2 and later; empty and count 0 for other workloads.
+  std::vector<distribution> ttft_by_turn;
+  distribution ttft_later_turns;
+  /// Sums over completed requests that reported usage: prompt tokens, and those of them read from
+  /// the prefix cache (a missing count is 0).
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  /// cached_tokens / prompt_tokens; NaN when no request reported a cached count.
+  double prefix_cache_hit_rate = 0;
   /// The E2E latencies of completed requests, sorted (for the CDF chart).
   std::vector<double> e2e_sorted;
 };

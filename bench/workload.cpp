@@ -6,55 +6,15 @@
 #include <fstream>
 #include <istream>
 #include <limits>
-#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/random_text.hpp"
+
 namespace conveyor::bench {
 
 namespace {
-
-// Words of the TinyStories world, so that tok512 encodes prompts in few tokens.
-constexpr const char* vocabulary[] = {
-    "once",   "upon",   "a",      "time",   "there", "was",   "little",  "girl",  "named",
-    "lily",   "boy",    "tom",    "she",    "he",    "loved", "to",      "play",  "with",
-    "her",    "his",    "toy",    "ball",   "red",   "big",   "dog",     "cat",   "in",
-    "the",    "park",   "one",    "day",    "they",  "went",  "outside", "and",   "saw",
-    "bird",   "tree",   "happy",  "sad",    "mom",   "said",  "friend",  "sun",   "sky",
-    "fun",    "found",  "box",    "wanted", "share", "jump",  "run",     "very",  "home",
-    "garden", "flower", "smiled", "hug",    "car",   "blue",  "small",   "funny", "nice"};
-constexpr std::size_t vocabulary_size = sizeof(vocabulary) / sizeof(vocabulary[0]);
-
-// Uniform in [0, 1) from the top 53 bits.
-double uniform01(std::mt19937_64& rng) {
-  return double(rng() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-// Uniform integer in [lo, hi].
-int64_t uniform_int(std::mt19937_64& rng, int64_t lo, int64_t hi) {
-  auto x = lo + int64_t(uniform01(rng) * double(hi - lo + 1));
-  return std::min(x, hi);
-}
-
-// Log-uniform integer in [lo, hi]: floor of exp(U[log lo, log(hi + 1))).
-int64_t log_uniform_int(std::mt19937_64& rng, int64_t lo, int64_t hi) {
-  const double a = std::log(double(lo)), b = std::log(double(hi + 1));
-  auto x = int64_t(std::floor(std::exp(a + uniform01(rng) * (b - a))));
-  return std::clamp(x, lo, hi);
-}
-
-std::string make_prompt(std::mt19937_64& rng, int64_t words) {
-  std::string out;
-  for (int64_t i = 0; i < words; ++i) {
-    std::string w = vocabulary[uniform_int(rng, 0, int64_t(vocabulary_size) - 1)];
-    if (i == 0) w[0] = char(w[0] - 'a' + 'A');
-    if (!out.empty()) out += ' ';
-    out += w;
-  }
-  out += '.';
-  return out;
-}
 
 std::string make_id(std::size_t i) {
   char buf[32];
@@ -87,11 +47,11 @@ workload generate_workload(const workload_spec& spec) {
   out.reserve(spec.requests);
   double t = 0;
   for (std::size_t i = 0; i < spec.requests; ++i) {
-    if (i > 0 && std::isfinite(spec.rate)) t += -std::log(1.0 - uniform01(rng)) / spec.rate;
+    if (i > 0 && std::isfinite(spec.rate)) t += exponential_gap(rng, spec.rate);
     workload_request r;
     r.id = make_id(i);
     r.arrival_s = t;
-    r.prompt = make_prompt(rng, uniform_int(rng, spec.min_words, spec.max_words));
+    r.prompt = make_sentence(rng, uniform_int(rng, spec.min_words, spec.max_words));
     r.max_tokens = int32_t(log_uniform_int(rng, spec.min_tokens, spec.max_tokens));
     out.push_back(std::move(r));
   }

@@ -1,5 +1,7 @@
 // conveyor bench: replays a workload in open loop against in-process pipelines (one per batching
-// policy) or an OpenAI-style server, and reports latencies and throughput.
+// policy) or an OpenAI-style server, and reports latencies and throughput; chat workloads
+// (conversations, a shared system prompt) against a server, with TTFT by turn and the prefix
+// cache's hit rate.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,8 @@
 #include "actors/spawn.hpp"
 #include "apps/conveyor/commands.hpp"
 #include "apps/conveyor/config_flags.hpp"
+#include "bench/chat_target.hpp"
+#include "bench/chat_workload.hpp"
 #include "bench/http_target.hpp"
 #include "bench/in_process.hpp"
 #include "bench/report.hpp"
@@ -32,8 +36,13 @@ namespace {
 
 using namespace conveyor::bench;
 
+/// What a workload is made of: completions requests, or chat conversations (several turns, or one
+/// turn each after a shared system prompt).
+constexpr const char* kinds[] = {"completions", "conversations", "shared-prefix"};
+
 struct bench_options {
   config_flags flags;
+  std::string kind = "completions";
   std::string workload_file;
   std::string policies = "sequential,seed,continuous";
   std::string target;
@@ -45,6 +54,16 @@ struct bench_options {
   uint64_t seed = 0;
   std::string prompt_words = "3,40";
   std::string max_tokens = "16,256";
+  // Chat workloads.
+  std::size_t conversations = 32;
+  std::size_t turns = 4;
+  int32_t system_tokens = 400;
+  bool distinct_system = false;
+  std::string user_words = "8,24";
+  int32_t reply_tokens = 64;
+  double think_time_s = 0;
+  /// Flags given that only some kinds take, with those kinds (checked by run_bench).
+  std::vector<std::pair<const CLI::Option*, std::vector<std::string>>> kind_flags;
   std::string save_file;
   bool run_too = false;
   sampling_fields sampling;
@@ -122,21 +141,98 @@ class progress_printer {
   std::thread thread_;
 };
 
+/// Says on stderr why the first request that did not complete ended so, and how many did not.
+void report_first_problem(const std::vector<request_record>& records) {
+  std::size_t not_completed = 0;
+  const request_record* first = nullptr;
+  for (const auto& r : records)
+    if (r.status != request_status::completed) {
+      ++not_completed;
+      if (!first) first = &r;
+    }
+  if (first)
+    std::fprintf(stderr, "bench: %zu of %zu requests did not complete; the first %s: %s\n",
+                 not_completed, records.size(), to_string(first->status), first->message.c_str());
+}
+
 // -- the command ---------------------------------------------------------------------------------
 
+/// One workload to run: completions requests, or conversations for the chat kinds.
+struct bench_workload {
+  /// The mean arrival rate (of conversations for chat), or the --rate it was made with.
+  double rate = 0;
+  workload requests;
+  chat_workload conversations;
+  bool chat = false;
+
+  /// Requests to send: the completions, or the turns of every conversation.
+  std::size_t size() const { return chat ? turns_of(conversations) : requests.size(); }
+};
+
+expected<std::vector<double>> parse_rates(const std::string& rates) {
+  std::vector<double> out;
+  for (const auto& text : split_commas(rates)) {
+    try {
+      out.push_back(text == "inf" ? std::numeric_limits<double>::infinity() : std::stod(text));
+    } catch (const std::exception&) {
+      return make_error(ec::bad_request, "--rate " + text + ": not a number");
+    }
+  }
+  return out;
+}
+
+/// The chat workloads of --kind conversations or shared-prefix, one per rate.
+expected<std::vector<bench_workload>> make_chat_workloads(const bench_options& o) {
+  chat_workload_spec spec;
+  spec.seed = o.seed;
+  const bool shared_prefix = o.kind == "shared-prefix";
+  spec.conversations = shared_prefix ? o.requests : o.conversations;
+  spec.turns = shared_prefix ? 1 : o.turns;
+  spec.system_tokens = o.system_tokens;
+  spec.distinct_system = o.distinct_system;
+  spec.max_tokens = o.reply_tokens;
+  if (!parse_range(o.user_words, spec.min_user_words, spec.max_user_words))
+    return make_error(ec::bad_request, "--user-words " + o.user_words + ": expected A,B");
+  auto rates = parse_rates(o.rates);
+  if (!rates) return rates.error();
+  std::vector<bench_workload> out;
+  for (double rate : *rates) {
+    spec.rate = rate;
+    if (auto err = validate(spec)) return err;
+    bench_workload w;
+    w.rate = rate;
+    w.chat = true;
+    w.conversations = generate_chat_workload(spec);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 /// The workloads to run: the file, or one generated per rate.
-expected<std::vector<std::pair<double, workload>>> make_workloads(const bench_options& o) {
-  std::vector<std::pair<double, workload>> out;
+expected<std::vector<bench_workload>> make_workloads(const bench_options& o) {
+  const bool chat = o.kind != "completions";
+  std::vector<bench_workload> out;
   if (!o.workload_file.empty()) {
     if (!o.rates.empty()) return make_error(ec::bad_request, "give --workload or --rate, not both");
-    auto w = load_workload(o.workload_file);
-    if (!w) return w.error();
-    const double rate = rate_of(*w);
-    out.emplace_back(rate, std::move(*w));
+    bench_workload w;
+    w.chat = chat;
+    if (chat) {
+      auto c = load_chat_workload(o.workload_file);
+      if (!c) return c.error();
+      w.rate = rate_of(*c);
+      w.conversations = std::move(*c);
+    } else {
+      auto r = load_workload(o.workload_file);
+      if (!r) return r.error();
+      w.rate = rate_of(*r);
+      w.requests = std::move(*r);
+    }
+    out.push_back(std::move(w));
     return out;
   }
   if (o.rates.empty())
     return make_error(ec::bad_request, "give --workload FILE.jsonl or --rate R to make one");
+  if (chat) return make_chat_workloads(o);
   workload_spec spec;
   spec.requests = o.requests;
   spec.seed = o.seed;
@@ -144,14 +240,15 @@ expected<std::vector<std::pair<double, workload>>> make_workloads(const bench_op
     return make_error(ec::bad_request, "--prompt-words " + o.prompt_words + ": expected A,B");
   if (!parse_range(o.max_tokens, spec.min_tokens, spec.max_tokens))
     return make_error(ec::bad_request, "--max-tokens " + o.max_tokens + ": expected A,B");
-  for (const auto& text : split_commas(o.rates)) {
-    try {
-      spec.rate = text == "inf" ? std::numeric_limits<double>::infinity() : std::stod(text);
-    } catch (const std::exception&) {
-      return make_error(ec::bad_request, "--rate " + text + ": not a number");
-    }
+  auto rates = parse_rates(o.rates);
+  if (!rates) return rates.error();
+  for (double rate : *rates) {
+    spec.rate = rate;
     if (auto err = validate(spec)) return err;
-    out.emplace_back(spec.rate, generate_workload(spec));
+    bench_workload w;
+    w.rate = rate;
+    w.requests = generate_workload(spec);
+    out.push_back(std::move(w));
   }
   return out;
 }
@@ -174,6 +271,21 @@ error write_file(const std::string& path, const std::string& text) {
 }
 
 int run_bench(const bench_options& o) {
+  if (std::find(std::begin(kinds), std::end(kinds), o.kind) == std::end(kinds))
+    return fail("--kind: unknown kind '" + o.kind +
+                "' (completions, conversations, shared-prefix)");
+  for (const auto& [option, allowed] : o.kind_flags)
+    if (option->count() > 0 && std::find(allowed.begin(), allowed.end(), o.kind) == allowed.end()) {
+      std::string with;
+      for (const auto& k : allowed) with += (with.empty() ? "" : " or ") + ("--kind " + k);
+      return fail(option->get_name() + " goes with " + with);
+    }
+  const bool chat = o.kind != "completions";
+  const bool will_run = o.save_file.empty() || o.run_too;
+  if (chat && o.target.empty() && will_run)
+    return fail("--kind " + o.kind +
+                " runs against a server through /v1/chat/completions: give --target URL (for "
+                "Conveyor, `conveyor serve` on another port)");
   if (auto problem = check(o.sampling)) return fail(*problem);
   if (o.client_threads != 0 && o.target.empty())
     return fail("--client-threads goes with --target (the client's threads)");
@@ -184,22 +296,41 @@ int run_bench(const bench_options& o) {
   auto workloads = make_workloads(o);
   if (!workloads) return fail(message_of(workloads.error()));
   if (!o.save_file.empty()) {
-    for (const auto& [rate, w] : *workloads) {
-      const auto path = save_path(o.save_file, rate, workloads->size() > 1);
-      if (auto err = save_workload(w, path)) return fail(message_of(err));
-      std::fprintf(stderr, "bench: wrote %zu requests to %s\n", w.size(), path.c_str());
+    for (const auto& w : *workloads) {
+      const auto path = save_path(o.save_file, w.rate, workloads->size() > 1);
+      if (auto err =
+              w.chat ? save_chat_workload(w.conversations, path) : save_workload(w.requests, path))
+        return fail(message_of(err));
+      if (w.chat)
+        std::fprintf(stderr, "bench: wrote %zu conversations (%zu turns) to %s\n",
+                     w.conversations.size(), w.size(), path.c_str());
+      else
+        std::fprintf(stderr, "bench: wrote %zu requests to %s\n", w.size(), path.c_str());
     }
     if (!o.run_too) return 0;
   }
   nlohmann::json settings;
   settings["workload"] =
       o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file);
-  if (o.workload_file.empty())
+  settings["kind"] = o.kind;
+  if (o.workload_file.empty() && !chat)
     settings["generated"] = {{"rates", o.rates},
                              {"requests", o.requests},
                              {"seed", o.seed},
                              {"prompt_words", o.prompt_words},
                              {"max_tokens", o.max_tokens}};
+  if (o.workload_file.empty() && chat) {
+    const bool shared_prefix = o.kind == "shared-prefix";
+    settings["generated"] = {{"rates", o.rates},
+                             {"conversations", shared_prefix ? o.requests : o.conversations},
+                             {"turns", shared_prefix ? std::size_t{1} : o.turns},
+                             {"seed", o.seed},
+                             {"system_tokens", o.system_tokens},
+                             {"distinct_system", o.distinct_system},
+                             {"user_words", o.user_words},
+                             {"reply_tokens", o.reply_tokens}};
+  }
+  if (chat) settings["think_time_s"] = o.think_time_s;
   settings["sampling"] = to_json(o.sampling);
   std::vector<run_summary> runs;
   if (!o.target.empty()) {
@@ -213,16 +344,18 @@ int run_bench(const bench_options& o) {
     settings["target"] = o.target;
     settings["client_threads"] = o.client_threads;
     settings["model"] = o.flags.model;
-    for (const auto& [rate, w] : *workloads) {
+    for (const auto& w : *workloads) {
       run_progress progress;
       run_timing timing;
       std::vector<request_record> records;
       {
-        progress_printer printer{o.target + " @ " + rate_text(rate) + "/s", w.size(), progress,
+        progress_printer printer{o.target + " @ " + rate_text(w.rate) + "/s", w.size(), progress,
                                  o.quiet};
-        records = run_target(w, to, progress, timing);
+        records = w.chat ? run_chat_target(w.conversations, to, o.think_time_s, progress, timing)
+                         : run_target(w.requests, to, progress, timing);
       }
-      runs.push_back(summarize(o.target, rate, records, timing.wall_s));
+      runs.push_back(summarize(o.target, w.rate, records, timing.wall_s));
+      report_first_problem(records);
       runs.back().process_cpu_s = timing.cpu_s;
     }
   } else {
@@ -239,12 +372,13 @@ int run_bench(const bench_options& o) {
     caf::actor_system_config sys_cfg;
     configure_local_actor_system(sys_cfg);
     caf::actor_system system{sys_cfg};
-    for (const auto& [rate, w] : *workloads)
+    for (const auto& w : *workloads)
       for (const auto& policy : policies) {
         run_progress progress;
-        progress_printer printer{policy + " @ " + rate_text(rate) + "/s", w.size(), progress,
+        progress_printer printer{policy + " @ " + rate_text(w.rate) + "/s", w.size(), progress,
                                  o.quiet};
-        auto summary = run_in_process(system, *cfg, policy, w, rate, progress, o.sampling);
+        auto summary =
+            run_in_process(system, *cfg, policy, w.requests, w.rate, progress, o.sampling);
         if (!summary) return fail(policy + ": " + message_of(summary.error()));
         runs.push_back(std::move(*summary));
       }
@@ -281,14 +415,21 @@ command_fn add_bench(CLI::App& app) {
       "in-process pipelines, one per batching policy, or an OpenAI-style server; print "
       "latencies and throughput");
   o->flags.add_to(*cmd, false);
+  cmd->add_option("--kind", o->kind,
+                  "What the workload is: completions (POST /v1/completions or in process), "
+                  "conversations (multi-turn chat, each turn with the replies so far) or "
+                  "shared-prefix (single-turn chat requests after one long system prompt); the "
+                  "chat kinds need --target")
+      ->capture_default_str();
   cmd->add_option("--workload,-w", o->workload_file,
-                  "A JSONL workload (id, arrival_s, prompt, "
-                  "max_tokens per line)");
+                  "A JSONL workload (id, arrival_s, prompt, max_tokens per line; chat kinds: id, "
+                  "arrival_s, system_prompt, user_messages, max_tokens)");
   cmd->add_option("--policies", o->policies, "Batching policies to compare, comma-separated")
       ->capture_default_str();
   cmd->add_option("--target", o->target,
                   "Bench an OpenAI-style server at http://HOST:PORT instead (POST "
-                  "/v1/completions with stream: true); --model then names the model field");
+                  "/v1/completions, or /v1/chat/completions for the chat kinds, with stream: "
+                  "true); --model then names the model field");
   cmd->add_option("--client-threads", o->client_threads,
                   "With --target: event-loop threads of the client (0: one per core, at most "
                   "4); 1 leaves the other cores to a server on the same machine")
@@ -302,16 +443,57 @@ command_fn add_bench(CLI::App& app) {
   cmd->add_option("--rate", o->rates,
                   "Make a workload instead: Poisson arrivals at R requests/s (inf: all at 0); "
                   "R1,R2,... makes one per rate");
-  cmd->add_option("--requests,-n", o->requests, "Requests of a made workload")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
-      ->capture_default_str();
+  auto* requests = cmd->add_option("--requests,-n", o->requests,
+                                   "Requests of a made workload (completions, shared-prefix)")
+                       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+                       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of a made workload")->capture_default_str();
-  cmd->add_option("--prompt-words", o->prompt_words,
-                  "Prompt words of a made workload, uniform in A,B")
-      ->capture_default_str();
-  cmd->add_option("--max-tokens", o->max_tokens,
-                  "max_tokens of a made workload, log-uniform in A,B")
-      ->capture_default_str();
+  auto* prompt_words = cmd->add_option("--prompt-words", o->prompt_words,
+                                       "Prompt words of a made workload, uniform in A,B")
+                           ->capture_default_str();
+  auto* max_tokens = cmd->add_option("--max-tokens", o->max_tokens,
+                                     "max_tokens of a made workload, log-uniform in A,B")
+                         ->capture_default_str();
+  // Made chat workloads (--kind conversations, shared-prefix).
+  auto* conversations =
+      cmd->add_option("--conversations", o->conversations,
+                      "Conversations of a made conversations workload (--rate: their arrivals)")
+          ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+          ->capture_default_str();
+  auto* turns = cmd->add_option("--turns", o->turns, "Turns (user messages) of each conversation")
+                    ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 10))
+                    ->capture_default_str();
+  auto* system_tokens = cmd->add_option("--system-tokens", o->system_tokens,
+                                        "System prompt of a made chat workload: about this many "
+                                        "tokens of synthetic text (0: no system message)")
+                            ->check(CLI::Range(0, 1 << 20))
+                            ->capture_default_str();
+  auto* distinct_system = cmd->add_flag("--distinct-system", o->distinct_system,
+                                        "Each conversation its own system prompt (default: all "
+                                        "share one)");
+  auto* user_words = cmd->add_option("--user-words", o->user_words,
+                                     "Words of each user message of a made chat workload, "
+                                     "uniform in A,B")
+                         ->capture_default_str();
+  auto* reply_tokens =
+      cmd->add_option("--reply-tokens", o->reply_tokens, "max_tokens of every chat turn")
+          ->check(CLI::Range(1, 1 << 30))
+          ->capture_default_str();
+  auto* think_time = cmd->add_option("--think-time", o->think_time_s,
+                                     "Seconds between a reply and the conversation's next turn")
+                         ->check(CLI::Range(0.0, 3600.0))
+                         ->capture_default_str();
+  const std::vector<std::string> chat_kinds = {"conversations", "shared-prefix"};
+  o->kind_flags = {{requests, {"completions", "shared-prefix"}},
+                   {prompt_words, {"completions"}},
+                   {max_tokens, {"completions"}},
+                   {conversations, {"conversations"}},
+                   {turns, {"conversations"}},
+                   {think_time, {"conversations"}},
+                   {system_tokens, chat_kinds},
+                   {distinct_system, chat_kinds},
+                   {user_words, chat_kinds},
+                   {reply_tokens, chat_kinds}};
   cmd->add_option("--save", o->save_file,
                   "Write the made workload to FILE.jsonl (several rates: FILE-rR.jsonl) and "
                   "stop, unless --run");

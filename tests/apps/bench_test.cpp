@@ -1,5 +1,6 @@
 // The real `conveyor bench`: the sampling fields it sends (captured by a server on a real
-// socket), their limits named by flag, and --save with or without --run.
+// socket), their limits named by flag, --save with or without --run, and the chat workloads
+// (conversations against the real server, shared-prefix against a canned one).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/chat_workload.hpp"
 #include "bench/workload.hpp"
 #include "tests/apps/conveyor_process.hpp"
 #include "tests/bench/canned_server.hpp"
@@ -198,8 +200,8 @@ TEST(bench_command, client_threads_choose_the_clients_event_loops_of_a_target_ru
   EXPECT_EQ(alone.exit_code, 1);
   EXPECT_EQ(alone.err,
             "conveyor bench: --client-threads goes with --target (the client's threads)\n");
-  auto negative = run_conveyor("bench " + made + " --target " + server.url() +
-                               " --client-threads -1");
+  auto negative =
+      run_conveyor("bench " + made + " --target " + server.url() + " --client-threads -1");
   EXPECT_NE(negative.exit_code, 0);
   EXPECT_NE(negative.err.find("--client-threads"), std::string::npos) << negative.err;
 }
@@ -223,4 +225,90 @@ TEST(bench_command, conveyors_own_server_takes_every_field_it_sends) {
   EXPECT_EQ(run.at("output_tokens"), json(600)) << run;
   EXPECT_EQ(j.at("settings").at("sampling"),
             json({{"temperature", 0.0}, {"top_p", 0.9}, {"top_k", 40}, {"ignore_eos", true}}));
+}
+
+TEST(bench_command, conversations_run_against_conveyors_own_server_turn_by_turn) {
+  // The real server on stories260K over a real socket: 3 conversations of 3 turns, each turn
+  // the conversation so far (stories260K's context is 512 tokens: a short system prompt).
+  background_conveyor serve{{"serve", "--port", "0", "--log-level", "info", "--threads", "1"}};
+  const auto port = serve.wait_for("ready: model .* at http://127\\.0\\.0\\.1:(\\d+)/");
+  ASSERT_FALSE(port.empty()) << serve.log();
+  const std::string json_path = temp_path(".json");
+  auto r = run_conveyor(
+      "bench --kind conversations --rate inf --conversations 3 --turns 3 --system-tokens 60 "
+      "--user-words 4,8 --reply-tokens 12 --seed 2 -q --temperature 0 --ignore-eos "
+      "--target http://127.0.0.1:" +
+      port + " --json " + json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row : {"TTFT turn 1 ms (mean/p50)", "TTFT turn 3 ms (mean/p50)",
+                          "TTFT turns 2..3 ms (mean/p50)", "prefix cache hit rate"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  auto j = json::parse(read_file(json_path));
+  std::remove(json_path.c_str());
+  EXPECT_EQ(j.at("settings").at("kind"), json("conversations"));
+  const auto& run = j.at("runs").at(0);
+  EXPECT_EQ(run.at("requests"), json(9)) << run;
+  EXPECT_EQ(run.at("completed"), json(9)) << run;
+  EXPECT_EQ(run.at("output_tokens"), json(9 * 12)) << run;
+  ASSERT_EQ(run.at("ttft_by_turn_s").size(), 3u) << run;
+  for (const auto& turn : run.at("ttft_by_turn_s")) EXPECT_EQ(turn.at("count"), json(3));
+  EXPECT_EQ(run.at("ttft_later_turns_s").at("count"), json(6));
+  // Every turn's prompt counted: later turns carry the earlier ones, so they are longer.
+  EXPECT_GT(run.at("prompt_tokens").get<int>(), 9 * 60);
+  // The server may or may not report cached tokens: a rate in [0, 1], or null.
+  const auto& rate = run.at("prefix_cache_hit_rate");
+  if (!rate.is_null()) {
+    EXPECT_GE(rate.get<double>(), 0.0);
+    EXPECT_LE(rate.get<double>(), 1.0);
+  }
+}
+
+TEST(bench_command, chat_workloads_save_load_and_refuse_what_they_cannot_mean) {
+  canned_server server;
+  const std::string path = temp_path(".jsonl");
+  // shared-prefix: single-turn conversations after one system prompt, --requests of them.
+  auto saved = run_conveyor(
+      "bench --kind shared-prefix --rate inf --requests 4 --seed 5 "
+      "--system-tokens 50 --save " +
+      path);
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_NE(saved.err.find("bench: wrote 4 conversations (4 turns) to " + path), std::string::npos)
+      << saved.err;
+  auto loaded = conveyor::bench::load_chat_workload(path);
+  ASSERT_TRUE(loaded);
+  ASSERT_EQ(loaded->size(), 4u);
+  for (const auto& c : *loaded) {
+    EXPECT_EQ(c.system_prompt, loaded->front().system_prompt);
+    EXPECT_EQ(c.user_messages.size(), 1u);
+  }
+  auto ran = run_conveyor("bench --kind shared-prefix --workload " + path + " -q --target " +
+                          server.url());
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  // The canned server reports 40 of 100 prompt tokens cached.
+  EXPECT_NE(ran.out.find("40.0% (160 / 400)"), std::string::npos) << ran.out;
+  const auto bodies = parsed(server.bodies());
+  ASSERT_EQ(bodies.size(), 4u);
+  for (const auto& b : bodies) {
+    EXPECT_EQ(b.at("messages").size(), 2u) << b;
+    EXPECT_EQ(b.at("messages")[0].at("content"), json(loaded->front().system_prompt));
+    EXPECT_EQ(b.at("stream_options"), json({{"include_usage", true}}));
+  }
+  std::remove(path.c_str());
+
+  auto local = run_conveyor("bench --kind conversations --rate 1");
+  EXPECT_EQ(local.exit_code, 1);
+  EXPECT_EQ(local.err,
+            "conveyor bench: --kind conversations runs against a server through "
+            "/v1/chat/completions: give --target URL (for Conveyor, `conveyor serve` on another "
+            "port)\n");
+  auto mixed =
+      run_conveyor("bench --kind shared-prefix --rate 1 --turns 3 --target " + server.url());
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_EQ(mixed.err, "conveyor bench: --turns goes with --kind conversations\n");
+  auto words = run_conveyor("bench --rate 1 --user-words 2,3 --target " + server.url());
+  EXPECT_EQ(words.exit_code, 1);
+  EXPECT_EQ(words.err,
+            "conveyor bench: --user-words goes with --kind conversations or --kind "
+            "shared-prefix\n");
+  EXPECT_EQ(server.bodies().size(), 4u) << "nothing more was sent";
 }

@@ -1,7 +1,9 @@
 // A small HTTP server on a real socket for the --target client's tests: answers each
 // POST with a canned SSE stream of 3 tokens (written at once), the same stream chunked and
 // written a byte at a time for prompts "chunked", or 429 for prompts "full", and keeps every
-// request body it was sent.
+// request body it was sent. A POST to /v1/chat/completions gets a chat stream whose reply is
+// "Reply #N", N the request's place among the bodies (0 first), with usage prompt_tokens 100
+// and prompt_tokens_details.cached_tokens 40; or 400 when a user message is "refuse".
 #pragma once
 
 #include <arpa/inet.h>
@@ -99,11 +101,38 @@ class canned_server {
       if (n <= 0) break;
       in.append(buf, std::size_t(n));
     }
+    std::size_t place = 0;
     {
       std::lock_guard<std::mutex> guard{mutex_};
+      place = bodies_.size();
       bodies_.push_back(in.size() >= head_end ? in.substr(head_end) : std::string{});
     }
-    if (in.find("\"prompt\":\"full\"") != std::string::npos) {
+    if (in.compare(0, 30, "POST /v1/chat/completions HTTP") == 0 &&
+        in.find("\"content\":\"refuse\"") != std::string::npos) {
+      const std::string body = R"({"error":{"message":"refused","type":"invalid_request_error"}})";
+      write_all(c,
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                "Content-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+    } else if (in.compare(0, 30, "POST /v1/chat/completions HTTP") == 0) {
+      write_all(c,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+      const std::string tail = R"(,"object":"chat.completion.chunk"})";
+      write_all(c, std::string{"data: {\"choices\":[{\"delta\":{\"content\":\"\",\"role\":"
+                               "\"assistant\"},\"finish_reason\":null,\"index\":0}]"} +
+                       tail + "\n\n");
+      for (const std::string& word :
+           {std::string{"Reply"}, std::string{" #"}, std::to_string(place)})
+        write_all(c, "data: {\"choices\":[{\"delta\":{\"content\":\"" + word +
+                         "\"},\"finish_reason\":null,\"index\":0}]" + tail + "\n\n");
+      write_all(c,
+                "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\","
+                "\"index\":0}]" +
+                    tail + "\n\n");
+      write_all(c,
+                "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3,\"prompt_tokens\":100,"
+                "\"prompt_tokens_details\":{\"cached_tokens\":40}}}\n\ndata: [DONE]\n\n");
+    } else if (in.find("\"prompt\":\"full\"") != std::string::npos) {
       const std::string body = R"({"error":{"message":"full","type":"rate_limit_error"}})";
       write_all(c,
                 "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"

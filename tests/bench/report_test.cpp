@@ -149,3 +149,46 @@ TEST(bench_report, table_and_json_show_every_number) {
   EXPECT_TRUE(j["runs"][1]["process_cpu_s"].is_null());
   EXPECT_TRUE(j["runs"][1]["tpot_s"]["mean"].is_number());
 }
+
+TEST(bench_report, chat_runs_show_ttft_by_turn_and_the_hit_rate) {
+  std::vector<request_record> records;
+  // Two conversations of two turns: TTFT 100 and 300 ms at turn 1, 20 and 40 ms at turn 2.
+  for (double ttft : {0.1, 0.02, 0.3, 0.04}) {
+    request_record r;
+    r.status = request_status::completed;
+    r.turn = ttft < 0.05 ? 2 : 1;
+    r.chunk_times = {ttft};
+    r.output_tokens = 1;
+    r.end = ttft;
+    r.prompt_tokens = 100;
+    r.cached_tokens = r.turn == 2 ? 75 : 0;
+    records.push_back(r);
+  }
+  std::vector<run_summary> runs = {summarize("http://a", 1, records, 1)};
+  for (auto& r : records) r.cached_tokens.reset();
+  runs.push_back(summarize("http://b", 1, records, 1));
+  const auto table = render_table(runs);
+  EXPECT_NE(table.find("TTFT turn 1 ms (mean/p50)"), std::string::npos) << table;
+  EXPECT_NE(table.find("200.0 / 200.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("TTFT turn 2 ms (mean/p50)"), std::string::npos) << table;
+  EXPECT_NE(table.find("TTFT turns 2..2 ms (mean/p50)"), std::string::npos) << table;
+  EXPECT_EQ(count_of(table, "30.0 / 30.0"), 4u) << table;  // turn 2 and turns 2.., both runs
+  EXPECT_NE(table.find("37.5% (150 / 400)"), std::string::npos) << table;
+  EXPECT_NE(table.find("n/a"), std::string::npos) << table;
+  auto j = to_json(runs, {});
+  const auto& a = j["runs"][0];
+  ASSERT_EQ(a["ttft_by_turn_s"].size(), 2u);
+  EXPECT_EQ(a["ttft_by_turn_s"][0]["count"], 2);
+  EXPECT_DOUBLE_EQ(a["ttft_by_turn_s"][1]["mean"].get<double>(), 0.03);
+  EXPECT_DOUBLE_EQ(a["ttft_later_turns_s"]["p50"].get<double>(), 0.03);
+  EXPECT_EQ(a["prompt_tokens"], 400);
+  EXPECT_EQ(a["cached_tokens"], 150);
+  EXPECT_DOUBLE_EQ(a["prefix_cache_hit_rate"].get<double>(), 0.375);
+  EXPECT_TRUE(j["runs"][1]["prefix_cache_hit_rate"].is_null());
+}
+
+TEST(bench_report, completion_runs_without_prompt_counts_show_no_chat_rows) {
+  const auto table = render_table({run_of("seed", 5, {0.5, 1.0})});
+  EXPECT_EQ(table.find("TTFT turn"), std::string::npos) << table;
+  EXPECT_EQ(table.find("prefix cache hit rate"), std::string::npos) << table;
+}

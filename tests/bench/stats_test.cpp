@@ -1,5 +1,7 @@
 // The numbers of a benchmark run: percentiles, counts and per-request latencies.
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -59,4 +61,64 @@ TEST(bench_stats, summarize_counts_and_times) {
   EXPECT_DOUBLE_EQ(s.e2e.p50, 0.4);
   EXPECT_EQ(s.e2e_sorted, (std::vector<double>{0.3, 0.5}));
   EXPECT_TRUE(std::isnan(s.batch_size_mean));
+}
+
+namespace {
+
+request_record turn_record(int32_t turn, double ttft, std::optional<int32_t> prompt,
+                           std::optional<int32_t> cached,
+                           request_status status = request_status::completed) {
+  request_record r;
+  r.status = status;
+  r.turn = turn;
+  r.chunk_times = {ttft};
+  r.output_tokens = 1;
+  r.end = ttft;
+  r.prompt_tokens = prompt;
+  r.cached_tokens = cached;
+  return r;
+}
+
+}  // namespace
+
+TEST(bench_stats, summarize_splits_ttft_by_turn_and_sums_cached_tokens) {
+  // Two conversations of three turns; conversation b's turn 3 failed (its counts do not count).
+  const std::vector<request_record> records = {
+      turn_record(1, 0.10, 100, 0),
+      turn_record(2, 0.04, 150, 100),
+      turn_record(3, 0.02, 200, 150),
+      turn_record(1, 0.30, 100, std::nullopt),  // no cached count: 0
+      turn_record(2, 0.06, 150, 96),
+      turn_record(3, 0.5, 200, 200, request_status::failed),
+  };
+  auto s = summarize("t", 1, records, 1);
+  ASSERT_EQ(s.ttft_by_turn.size(), 3u);
+  EXPECT_EQ(s.ttft_by_turn[0].count, 2u);
+  EXPECT_DOUBLE_EQ(s.ttft_by_turn[0].mean, 0.2);
+  EXPECT_DOUBLE_EQ(s.ttft_by_turn[0].p50, 0.2);
+  EXPECT_EQ(s.ttft_by_turn[1].count, 2u);
+  EXPECT_DOUBLE_EQ(s.ttft_by_turn[1].mean, 0.05);
+  EXPECT_EQ(s.ttft_by_turn[2].count, 1u);
+  EXPECT_DOUBLE_EQ(s.ttft_by_turn[2].mean, 0.02);
+  EXPECT_EQ(s.ttft_later_turns.count, 3u);  // turns 2 and 3
+  EXPECT_DOUBLE_EQ(s.ttft_later_turns.mean, 0.04);
+  EXPECT_DOUBLE_EQ(s.ttft_later_turns.p50, 0.04);
+  EXPECT_EQ(s.prompt_tokens, 700u);
+  EXPECT_EQ(s.cached_tokens, 346u);
+  EXPECT_DOUBLE_EQ(s.prefix_cache_hit_rate, 346.0 / 700.0);
+}
+
+TEST(bench_stats, the_hit_rate_is_nan_when_no_response_reported_cached_tokens) {
+  auto s = summarize("t", 1, {turn_record(1, 0.1, 100, std::nullopt)}, 1);
+  EXPECT_EQ(s.prompt_tokens, 100u);
+  EXPECT_TRUE(std::isnan(s.prefix_cache_hit_rate));
+  // Records outside conversations (turn 0) have no turns.
+  request_record plain;
+  plain.status = request_status::completed;
+  plain.chunk_times = {0.1};
+  auto p = summarize("t", 1, {plain}, 1);
+  EXPECT_TRUE(p.ttft_by_turn.empty());
+  EXPECT_EQ(p.ttft_later_turns.count, 0u);
+  EXPECT_EQ(p.prompt_tokens, 0u);
+  EXPECT_TRUE(std::isnan(p.prefix_cache_hit_rate));
 }
