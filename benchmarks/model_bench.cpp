@@ -96,9 +96,10 @@ double step_flops(const llama_shape& s, double tokens, double span) {
   return 2 * tokens * (weights + attention) + 2 * tokens * s.vocab_size * d;
 }
 
+// 0: stories260K, 1: synthetic:s15m, 2: synthetic:s42m.
 std::string spec_of(int64_t which) {
-  return which == 0 ? resolve_path(std::string{conveyor::default_model_path})
-                    : std::string{"synthetic:s15m"};
+  if (which == 0) return resolve_path(std::string{conveyor::default_model_path});
+  return which == 1 ? std::string{"synthetic:s15m"} : std::string{"synthetic:s42m"};
 }
 
 // The model `which` with `slots` slots; weights in bf16 with `bf16` (and the products' inputs too
@@ -313,6 +314,7 @@ void decode_args(benchmark::internal::Benchmark* b) {
     for (int64_t batch : {1, 4, 16, 64}) b->Args({m, batch, 0, 0});
   for (auto [bf16, kv_bf16] : {std::pair<int64_t, int64_t>{1, 0}, {0, 1}, {1, 1}, {2, 0}, {2, 1}})
     for (int64_t batch : {1, 4, 16, 64}) b->Args({1, batch, bf16, kv_bf16});
+  for (int64_t batch : {16, 64}) b->Args({2, batch, 0, 0});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

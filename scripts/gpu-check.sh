@@ -10,7 +10,8 @@
 #                                    THERE: unpacks the .deb files with dpkg -x (nothing is
 #                                    installed system-wide), builds against python3's torch with
 #                                    CUDA and CUDA graphs on (build-gpu/), runs the GPU tests and
-#                                    the rest of the suite, serves one request on cuda:0, runs
+#                                    the rest of the suite, serves requests on cuda:0 (the
+#                                    expected story; a prompt found in the prefix cache), runs
 #                                    conveyor_device_bench and prints the table of
 #                                    docs/benchmarks.md. Logs and results go to $OUT when set (the
 #                                    device tool's folder), else .gpu-check/out.
@@ -134,7 +135,8 @@ log "built ($(elapsed))"
 
 # -- the GPU tests, then the rest of the suite ---------------------------------------------------
 # The GPU tests: the expected output on cuda:0 alone and batched, with and without graphs; a
-# graph replay equals the eager step; bf16 within its tolerance; two executors on one GPU;
+# graph replay equals the eager step; bf16 within its tolerance; a prompt from shared KV-cache
+# blocks agreeing with one computed whole, with and without graphs; two executors on one GPU;
 # device discovery naming the device.
 gpu_filter='llama_gpu\.|gpus_test\.two_executors_on_one_real_gpu|devices\.the_cuda_build_on_a_gpu'
 gpu_status=passed
@@ -176,7 +178,20 @@ text = json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["text"]
 expected = open("models/stories260K/expected/greedy_once_upon_a_time_n64.txt").read()
 expected = expected[len("Once upon a time"):].rstrip("\n")
 print(text)
-sys.exit(0 if text == expected else 1)
+# The prefix cache on the GPU: a long prompt sent twice finds its blocks the second time, and
+# gives the same greedy text.
+def complete(prompt):
+    body = json.dumps({"prompt": prompt, "max_tokens": 32, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=120))
+long_prompt = expected[:400]
+first, second = complete(long_prompt), complete(long_prompt)
+cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+print(f"prefix cache: {second['usage']['prompt_tokens']} prompt tokens, {cached} cached "
+      f"the second time; same text: {first['choices'][0]['text'] == second['choices'][0]['text']}")
+sys.exit(0 if text == expected and cached > 0 and
+         first["choices"][0]["text"] == second["choices"][0]["text"] else 1)
 EOF
 fi
 kill $serve_pid 2>/dev/null || true

@@ -78,6 +78,43 @@ class e2e_openai_python : public ::testing::Test {
   }
 };
 
+// The prompt tokens a request finds in the prefix cache when a request before it had the same
+// first `prompt_tokens` tokens: every full block of 16 but the one holding its last token.
+int64_t cached_after_the_same(int64_t prompt_tokens) { return (prompt_tokens - 1) / 16 * 16; }
+
+// usage.prompt_tokens_details.cached_tokens as the openai package's typed fields read it: 0 on a
+// fresh server; a second turn finds at least the blocks of the first turn's prompt (which it
+// begins with), whole and streamed alike, with the same text; a completion prompt sent again
+// finds every block but its last token's and gives the same text.
+TEST_F(e2e_openai_python, usage_reports_the_prompt_tokens_found_in_the_prefix_cache) {
+  conveyor_process server{{}};
+  ASSERT_TRUE(server.ok()) << server.error();
+  const auto result = run_openai_client(server, "cached");
+  const auto& turn1 = result["turn1"];
+  EXPECT_EQ(turn1["cached_tokens"], 0);
+  const int64_t p1 = turn1["prompt_tokens"];
+  ASSERT_GT(p1, 48);
+  const auto& turn2 = result["turn2"]["usage"];
+  const int64_t p2 = turn2["prompt_tokens"], cached = turn2["cached_tokens"];
+  EXPECT_GT(p2, p1);
+  EXPECT_GE(cached, p1 / 16 * 16);
+  EXPECT_LT(cached, p2);
+  EXPECT_EQ(cached % 16, 0);
+  // The streamed second turn is the same request again: all of it but its last token's block.
+  const auto& streamed = result["turn2_streamed"]["usage"];
+  EXPECT_EQ(streamed["prompt_tokens"], p2);
+  EXPECT_EQ(streamed["completion_tokens"], turn2["completion_tokens"]);
+  EXPECT_EQ(streamed["cached_tokens"], cached_after_the_same(p2));
+  EXPECT_EQ(result["turn2"]["text"], result["turn2_streamed"]["text"]);
+  const auto& twice = result["completion"];
+  const int64_t p = twice[0]["usage"]["prompt_tokens"];
+  ASSERT_GT(p, 16);
+  EXPECT_EQ(twice[0]["usage"]["cached_tokens"], 0);
+  EXPECT_EQ(twice[1]["usage"]["cached_tokens"], cached_after_the_same(p));
+  EXPECT_EQ(twice[1]["text"], twice[0]["text"]);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST_F(e2e_openai_python, whole_and_streamed) {
   conveyor_process server{{}};
   ASSERT_TRUE(server.ok()) << server.error();

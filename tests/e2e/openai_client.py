@@ -11,6 +11,9 @@ Usage: python openai_client.py BASE_URL SCENARIO
             busy          on a server with one slot and a queue of one: a request whose
                           deadline passes in the queue (504), one refused because the queue
                           is full (429)
+            cached        a conversation of two turns with a long system prompt (the second
+                          whole, then streamed with usage) and a completion prompt sent
+                          twice: each answer's usage as the client's typed fields read it
             chat          one whole and one streamed greedy chat completion of the
                           "system_user" conversation of tests/fixtures/chat_templates/
                           expected.json, and the greedy completion of jinja2's rendering of
@@ -170,8 +173,45 @@ def busy(client, base_url):
     return {"expired": expired, "queue_full": queue_full}
 
 
+def usage_of(usage):
+    """The usage as the client's typed fields hold it, cached tokens included."""
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.prompt_tokens_details.cached_tokens}
+
+
+def cached(client):
+    """What the prefix cache saves, as the client reports it: a second turn re-reads the first,
+    and a completion prompt sent again finds its own blocks."""
+    model = served_model(client)
+    system = ("You tell short stories to children. Every story has a little dog, a red ball and "
+              "a big tree, and it ends with everyone happy in the garden at night.")
+    first = [{"role": "system", "content": system},
+             {"role": "user", "content": "Tell me a story."}]
+    greedy = {"model": model, "max_tokens": 24, "temperature": 0}
+    turn1 = client.chat.completions.create(messages=first, **greedy)
+    second = first + [{"role": "assistant", "content": turn1.choices[0].message.content},
+                      {"role": "user", "content": "And then?"}]
+    turn2 = client.chat.completions.create(messages=second, **greedy)
+    text, usage = "", None
+    for chunk in client.chat.completions.create(messages=second, stream=True,
+                                                stream_options={"include_usage": True}, **greedy):
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        if chunk.usage is not None:
+            usage = chunk.usage
+    prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside"
+    again = [client.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+             for _ in range(2)]
+    return {
+        "turn1": usage_of(turn1.usage),
+        "turn2": {"usage": usage_of(turn2.usage), "text": turn2.choices[0].message.content},
+        "turn2_streamed": {"usage": usage_of(usage), "text": text},
+        "completion": [{"usage": usage_of(a.usage), "text": a.choices[0].text} for a in again],
+    }
+
+
 SCENARIOS = {"completions": completions, "bad-requests": bad_requests, "busy": busy,
-             "chat": chat}
+             "chat": chat, "cached": cached}
 
 
 def main(argv):

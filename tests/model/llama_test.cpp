@@ -283,20 +283,14 @@ TEST_P(llama_networks, greedy_matches_in_a_prefill_batch_of_eight_whatever_the_s
   }
 }
 
-// The prefix cache's promise: a prompt whose first blocks hold the keys and values that another
-// sequence computed (shared, in any blocks of the pool) gives the same logits as the prompt
-// computed whole, and as the prompt prefilled in uneven chunks; so do the decode steps after it,
-// across blocks of their own. The plain loops (the CPU's network) give the very bits: every row
-// takes the same arithmetic whatever else its pass holds. The torch operations run the matrix
-// products of the BLAS, whose sums may be ordered by the number of rows: within float32
-// rounding there (and on a GPU).
-TEST_P(llama_networks, a_prompt_from_shared_blocks_gives_the_logits_of_one_computed_whole) {
-  runtime_options opt;
-  opt.slots = 4;
-  opt.network = GetParam();
-  opt.kv_blocks = 64;
-  auto m = load_model(test::stories_model(), opt);
-  ASSERT_TRUE(m) << message_of(m.error());
+namespace {
+
+// The prefix cache's promise on `m` (64 blocks or more): a prompt whose first blocks hold the
+// keys and values that another sequence computed (shared, in any blocks of the pool) gives the
+// logits of the same prompt computed whole, and of the same prompt prefilled in uneven chunks; so
+// do the decode steps after it, across blocks of their own. Bit for bit where `exact`, else within
+// 1e-4.
+void expect_shared_blocks_give_the_logits_of_one_computed_whole(causal_lm& m, bool exact) {
   const auto prompt = filler_prompt(100, 8);
   const std::vector<int32_t> whole{17, 3, 40, 8, 22, 31, 5, 60, 61};
   const std::vector<int32_t> shared{17, 3, 40, 8, 22, 31, 9, 50, 51};  // 96 positions shared
@@ -304,7 +298,6 @@ TEST_P(llama_networks, a_prompt_from_shared_blocks_gives_the_logits_of_one_compu
   auto row = [](const logits_view& v, int32_t r) {
     return std::vector<float>(v.row(r), v.row(r) + v.vocab);
   };
-  const bool exact = GetParam() == llama_network::loops;
   auto expect_same = [&](const std::vector<float>& a, const std::vector<float>& b,
                          const std::string& what) {
     if (exact) {
@@ -315,20 +308,35 @@ TEST_P(llama_networks, a_prompt_from_shared_blocks_gives_the_logits_of_one_compu
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
     EXPECT_LT(worst, 1e-4f) << what;
   };
-  const auto computed_whole = row((*m)->prefill({{whole.data(), 0, prompt.data(), 100, -1}}), 0);
-  const auto from_shared =
-      row((*m)->prefill({{shared.data(), 96, prompt.data() + 96, 4, -1}}), 0);
+  const auto computed_whole = row(m.prefill({{whole.data(), 0, prompt.data(), 100, -1}}), 0);
+  const auto from_shared = row(m.prefill({{shared.data(), 96, prompt.data() + 96, 4, -1}}), 0);
   expect_same(computed_whole, from_shared, "from shared blocks");
   std::vector<float> in_chunks;
   for (auto [start, count] : {std::pair<int32_t, int32_t>{0, 37}, {37, 40}, {77, 23}})
-    in_chunks = row((*m)->prefill({{chunked.data(), start, prompt.data() + start, count, -1}}), 0);
+    in_chunks = row(m.prefill({{chunked.data(), start, prompt.data() + start, count, -1}}), 0);
   expect_same(computed_whole, in_chunks, "in chunks");
   for (int32_t p = 100; p < 130; ++p) {
-    const auto d = (*m)->decode(
+    const auto d = m.decode(
         {{whole.data(), p, 300 + p}, {shared.data(), p, 300 + p}, {chunked.data(), p, 300 + p}});
     expect_same(row(d, 0), row(d, 1), "from shared blocks, position " + std::to_string(p));
     expect_same(row(d, 0), row(d, 2), "in chunks, position " + std::to_string(p));
   }
+}
+
+}  // namespace
+
+// The plain loops (the CPU's network) give the very bits: every row takes the same arithmetic
+// whatever else its pass holds. The torch operations run the matrix products of the BLAS, whose
+// sums may be ordered by the number of rows: within float32 rounding there (and on a GPU).
+TEST_P(llama_networks, a_prompt_from_shared_blocks_gives_the_logits_of_one_computed_whole) {
+  runtime_options opt;
+  opt.slots = 4;
+  opt.network = GetParam();
+  opt.kv_blocks = 64;
+  auto m = load_model(test::stories_model(), opt);
+  ASSERT_TRUE(m) << message_of(m.error());
+  expect_shared_blocks_give_the_logits_of_one_computed_whole(**m,
+                                                             GetParam() == llama_network::loops);
 }
 
 TEST_P(llama_networks, greedy_matches_while_sequences_join_and_leave) {
@@ -1015,6 +1023,17 @@ TEST(llama_gpu, a_cuda_graph_replay_equals_the_eager_step) {
         worst = std::max(worst, std::abs(reference[size_t(i)] - b.data[i]));
       EXPECT_LT(worst, 1e-4f) << "round " << round << ", batch " << n;
     }
+}
+
+// Shared blocks on the GPU, with and without the decode step's CUDA graphs (block tables of one
+// shape): within the GPU tests' tolerance of the prompt computed whole.
+TEST(llama_gpu, a_prompt_from_shared_blocks_agrees_with_one_computed_whole) {
+  for (bool graphs : {false, true}) {
+    std::string why;
+    auto m = stories_on_gpu(4, graphs, why);
+    if (!m) GTEST_SKIP() << why;
+    expect_shared_blocks_give_the_logits_of_one_computed_whole(*m, false);
+  }
 }
 
 TEST(llama_gpu, bf16_on_the_gpu_stays_within_the_tolerance_of_f32) {
