@@ -143,6 +143,21 @@ void bm_prefill(benchmark::State& state) {
   state.counters["arith_us"] = flops / matmul_rate() * 1e6;
 }
 
+// One prompt of `length` tokens of s42m prefilled whole: where attention over the prompt's own
+// positions is a large part of the pass.
+void bm_prefill_long(benchmark::State& state) {
+  const auto length = int32_t(state.range(0));
+  auto model = load(2, 1);
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(static_cast<size_t>(length));
+  for (auto& t : prompt) t = 3 + int32_t(rng() % 500);
+  const slot_tables tables(*model);
+  const std::vector<prefill_item> items{{tables[0], 0, prompt.data(), length, -1}};
+  for (auto _ : state) benchmark::DoNotOptimize(model->prefill(items).data);
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(length), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Prefills `batch` sequences of the same prompt_length-token prompt into slots 0..batch-1 and
 // returns a decode step of one token for each, at `position`.
 std::vector<decode_item> prefilled_step(causal_lm& model, const slot_tables& tables,
@@ -330,6 +345,12 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(bm_prefill)->Apply(args);
 BENCHMARK(bm_decode)->Apply(decode_args);
+BENCHMARK(bm_prefill_long)
+    ->ArgName("length")
+    ->Arg(128)
+    ->Arg(480)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(bm_matmul)->Apply(matmul_args);
 BENCHMARK(bm_decode_after_gap)
     ->ArgName("gap_us")
