@@ -8,19 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/jsonl.hpp"
 #include "bench/random_text.hpp"
 
 namespace conveyor::bench {
-
-namespace {
-
-std::string make_id(std::size_t i) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "c%04zu", i);
-  return buf;
-}
-
-}  // namespace
 
 double rate_of(const chat_workload& conversations) {
   if (conversations.size() < 2 || conversations.back().arrival_s <= 0)
@@ -55,7 +46,7 @@ chat_workload generate_chat_workload(const chat_workload_spec& spec) {
   for (std::size_t i = 0; i < spec.conversations; ++i) {
     if (i > 0 && std::isfinite(spec.rate)) t += exponential_gap(rng, spec.rate);
     conversation c;
-    c.id = make_id(i);
+    c.id = numbered_id('c', i);
     c.arrival_s = t;
     c.system_prompt = spec.distinct_system ? make_text(rng, spec.system_tokens) : shared_system;
     for (std::size_t k = 0; k < spec.turns; ++k)
@@ -68,55 +59,26 @@ chat_workload generate_chat_workload(const chat_workload_spec& spec) {
 }
 
 expected<chat_workload> parse_chat_workload(std::istream& in, const std::string& source) {
-  chat_workload out;
-  std::string line;
-  std::size_t number = 0;
-  auto bad = [&](const std::string& what) {
-    return make_error(ec::bad_file, source + ":" + std::to_string(number) + ": " + what);
-  };
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-    conversation c;
-    if (auto it = j.find("id"); it != j.end() && it->is_string())
-      c.id = it->get<std::string>();
-    else
-      c.id = make_id(out.size());
-    auto arrival = j.find("arrival_s");
-    if (arrival == j.end() || !arrival->is_number()) return bad("arrival_s: expected a number");
-    c.arrival_s = arrival->get<double>();
-    if (!(c.arrival_s >= 0)) return bad("arrival_s: must be >= 0");
-    if (auto system = j.find("system_prompt"); system != j.end()) {
-      if (!system->is_string()) return bad("system_prompt: expected a string");
-      c.system_prompt = system->get<std::string>();
-    }
-    auto users = j.find("user_messages");
-    if (users == j.end() || !users->is_array() || users->empty())
-      return bad("user_messages: expected a non-empty array of strings");
-    for (const auto& u : *users) {
-      if (!u.is_string()) return bad("user_messages: expected a non-empty array of strings");
-      c.user_messages.push_back(u.get<std::string>());
-    }
-    auto max_tokens = j.find("max_tokens");
-    if (max_tokens == j.end() || !max_tokens->is_number_integer() ||
-        max_tokens->get<int64_t>() < 1 ||
-        max_tokens->get<int64_t>() > std::numeric_limits<int32_t>::max())
-      return bad("max_tokens: expected an integer >= 1");
-    c.max_tokens = int32_t(max_tokens->get<int64_t>());
-    if (!out.empty() && c.arrival_s < out.back().arrival_s)
-      return bad("arrival_s: lines must be in arrival order");
-    out.push_back(std::move(c));
-  }
-  if (out.empty()) return make_error(ec::bad_file, source + ": no conversations");
-  return out;
+  return parse_jsonl<conversation>(
+      in, source, 'c', "conversations",
+      [](const nlohmann::json& j, conversation& c) -> std::optional<std::string> {
+        if (auto system = j.find("system_prompt"); system != j.end()) {
+          if (!system->is_string()) return "system_prompt: expected a string";
+          c.system_prompt = system->get<std::string>();
+        }
+        auto users = j.find("user_messages");
+        const std::string messages = "user_messages: expected a non-empty array of strings";
+        if (users == j.end() || !users->is_array() || users->empty()) return messages;
+        for (const auto& u : *users) {
+          if (!u.is_string()) return messages;
+          c.user_messages.push_back(u.get<std::string>());
+        }
+        return std::nullopt;
+      });
 }
 
 expected<chat_workload> load_chat_workload(const std::string& path) {
-  std::ifstream in{path};
-  if (!in) return make_error(ec::bad_file, path + ": cannot open");
-  return parse_chat_workload(in, path);
+  return load_jsonl(path, parse_chat_workload);
 }
 
 std::string to_jsonl(const chat_workload& conversations) {
@@ -134,11 +96,7 @@ std::string to_jsonl(const chat_workload& conversations) {
 }
 
 error save_chat_workload(const chat_workload& conversations, const std::string& path) {
-  std::ofstream out{path};
-  if (!out) return make_error(ec::bad_file, path + ": cannot write");
-  out << to_jsonl(conversations);
-  if (!out) return make_error(ec::bad_file, path + ": write failed");
-  return {};
+  return save_text(path, to_jsonl(conversations));
 }
 
 }  // namespace conveyor::bench

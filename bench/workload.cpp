@@ -10,19 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/jsonl.hpp"
 #include "bench/random_text.hpp"
 
 namespace conveyor::bench {
-
-namespace {
-
-std::string make_id(std::size_t i) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "r%04zu", i);
-  return buf;
-}
-
-}  // namespace
 
 double rate_of(const workload& requests) {
   if (requests.size() < 2 || requests.back().arrival_s <= 0)
@@ -49,7 +40,7 @@ workload generate_workload(const workload_spec& spec) {
   for (std::size_t i = 0; i < spec.requests; ++i) {
     if (i > 0 && std::isfinite(spec.rate)) t += exponential_gap(rng, spec.rate);
     workload_request r;
-    r.id = make_id(i);
+    r.id = numbered_id('r', i);
     r.arrival_s = t;
     r.prompt = make_sentence(rng, uniform_int(rng, spec.min_words, spec.max_words));
     r.max_tokens = int32_t(log_uniform_int(rng, spec.min_tokens, spec.max_tokens));
@@ -59,45 +50,18 @@ workload generate_workload(const workload_spec& spec) {
 }
 
 expected<workload> parse_workload(std::istream& in, const std::string& source) {
-  workload out;
-  std::string line;
-  std::size_t number = 0;
-  auto bad = [&](const std::string& what) {
-    return make_error(ec::bad_file, source + ":" + std::to_string(number) + ": " + what);
-  };
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-    workload_request r;
-    if (auto it = j.find("id"); it != j.end() && it->is_string())
-      r.id = it->get<std::string>();
-    else
-      r.id = make_id(out.size());
-    auto arrival = j.find("arrival_s");
-    if (arrival == j.end() || !arrival->is_number()) return bad("arrival_s: expected a number");
-    r.arrival_s = arrival->get<double>();
-    if (!(r.arrival_s >= 0)) return bad("arrival_s: must be >= 0");
-    auto prompt = j.find("prompt");
-    if (prompt == j.end() || !prompt->is_string()) return bad("prompt: expected a string");
-    r.prompt = prompt->get<std::string>();
-    auto max_tokens = j.find("max_tokens");
-    if (max_tokens == j.end() || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1)
-      return bad("max_tokens: expected an integer >= 1");
-    r.max_tokens = int32_t(max_tokens->get<int64_t>());
-    if (!out.empty() && r.arrival_s < out.back().arrival_s)
-      return bad("arrival_s: lines must be in arrival order");
-    out.push_back(std::move(r));
-  }
-  if (out.empty()) return make_error(ec::bad_file, source + ": no requests");
-  return out;
+  return parse_jsonl<workload_request>(
+      in, source, 'r', "requests",
+      [](const nlohmann::json& j, workload_request& r) -> std::optional<std::string> {
+        auto prompt = j.find("prompt");
+        if (prompt == j.end() || !prompt->is_string()) return "prompt: expected a string";
+        r.prompt = prompt->get<std::string>();
+        return std::nullopt;
+      });
 }
 
 expected<workload> load_workload(const std::string& path) {
-  std::ifstream in{path};
-  if (!in) return make_error(ec::bad_file, path + ": cannot open");
-  return parse_workload(in, path);
+  return load_jsonl(path, parse_workload);
 }
 
 std::string to_jsonl(const workload& requests) {
@@ -114,11 +78,7 @@ std::string to_jsonl(const workload& requests) {
 }
 
 error save_workload(const workload& requests, const std::string& path) {
-  std::ofstream out{path};
-  if (!out) return make_error(ec::bad_file, path + ": cannot write");
-  out << to_jsonl(requests);
-  if (!out) return make_error(ec::bad_file, path + ": write failed");
-  return {};
+  return save_text(path, to_jsonl(requests));
 }
 
 }  // namespace conveyor::bench

@@ -28,9 +28,10 @@ int64_t workspace_bytes(const model_sizes& m, const config::executor& e) {
   // token ids, positions and cache rows as 64-bit integers.
   const int64_t per_token = 8 * d + 3 * kv + 3 * h + hs + v + 2;
   const int64_t index_bytes = tokens * (3 + s.n_kv_heads) * 8;
-  // The decode step: gathered keys and values of every slot, scores, probabilities and mask.
+  // The decode step: every slot's blocks gathered, then its keys and values laid out by head;
+  // scores, probabilities and mask.
   const int64_t decode =
-      2 * e.slots * context * kv + 2 * e.slots * s.n_heads * context + e.slots * context;
+      3 * e.slots * context * kv + 2 * e.slots * s.n_heads * context + e.slots * context;
   return cuda_context_margin_bytes + (tokens * per_token + decode) * model::bytes_per_element(m.dtype) +
          index_bytes;
 }

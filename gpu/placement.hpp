@@ -40,7 +40,7 @@ int64_t kv_cache_bytes(const model_sizes& m, int64_t slots, int64_t context);
 
 /// Bytes of one executor's workspace on a GPU: `cuda_context_margin_bytes` plus the buffers of one
 /// forward pass (activations and logits of max(max_batched_tokens, slots, context) tokens, and the
-/// decode step's gathered keys, values and scores of every slot).
+/// decode step's gathered blocks, keys, values and scores of every slot).
 int64_t workspace_bytes(const model_sizes& m, const config::executor& e);
 
 // -- placement -----------------------------------------------------------------------------------

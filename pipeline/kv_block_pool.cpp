@@ -3,26 +3,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/hash.hpp"
+
 namespace conveyor::pipeline {
 
-namespace {
-
-uint64_t mix(uint64_t h, uint64_t x) {
-  // splitmix64's finalizer over the running hash and the next word.
-  h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
-}
-
-}  // namespace
-
 std::size_t kv_block_pool::cache_key_hash::operator()(const cache_key& key) const {
-  uint64_t h = mix(key.parent_content, key.extra_key);
-  for (int32_t token : key.tokens) h = mix(h, static_cast<uint32_t>(token));
+  uint64_t h = hash_mix(key.parent_content, key.extra_key);
+  for (int32_t token : key.tokens) h = hash_mix(h, static_cast<uint32_t>(token));
   return static_cast<std::size_t>(h);
 }
 

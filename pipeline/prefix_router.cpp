@@ -1,22 +1,13 @@
 #include "pipeline/prefix_router.hpp"
 
+#include "common/hash.hpp"
+
 namespace conveyor::pipeline {
 
 namespace {
 
-// splitmix64's finalizer over a running hash and the next word.
-uint64_t mix(uint64_t h, uint64_t x) {
-  h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
-}
-
 uint64_t point_of(uint64_t executor, int32_t replica) {
-  return mix(mix(0x5eedULL, executor), uint64_t(replica));
+  return hash_mix(hash_mix(0x5eedULL, executor), uint64_t(replica));
 }
 
 }  // namespace
@@ -38,7 +29,7 @@ void prefix_router::remove(uint64_t executor) {
 std::optional<uint64_t> prefix_router::preferred(const std::vector<int32_t>& prompt) const {
   if (ring_.empty() || int64_t(prompt.size()) < route_tokens_) return std::nullopt;
   uint64_t key = 0;
-  for (int32_t i = 0; i < route_tokens_; ++i) key = mix(key, uint32_t(prompt[size_t(i)]));
+  for (int32_t i = 0; i < route_tokens_; ++i) key = hash_mix(key, uint32_t(prompt[size_t(i)]));
   auto it = ring_.lower_bound(key);
   if (it == ring_.end()) it = ring_.begin();
   return it->second;

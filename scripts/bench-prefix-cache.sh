@@ -17,20 +17,8 @@ pid=
 sections=${SECTIONS:-1 2 3 4 5}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
-serve() {  # serve-args...
-  "$after/apps/conveyor" serve --port "$port" --log-level warn --set executors=cpu "$@" \
-    >"$out/serve.log" 2>&1 &
-  pid=$!
-  until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$out/serve.log"; exit 1; }
-    sleep 0.2
-  done
-}
-
-stop() {
-  kill -INT "$pid"
-  wait "$pid" || true
-}
+# shellcheck source=scripts/bench-server.sh
+source scripts/bench-server.sh
 
 # NAME BENCH-ARGS...: one run of `conveyor bench` against the running server.
 bench() {
@@ -66,7 +54,8 @@ conversation=(--kind conversations --rate 2 --conversations 32 --turns 4 --syste
 if want 2; then
   for r in $(seq 1 "$rounds"); do
     for caching in true false; do
-      serve --model synthetic:s42m --set "kv_cache.prefix_caching=$caching"
+      serve "$after" --set executors=cpu --model synthetic:s42m \
+        --set "kv_cache.prefix_caching=$caching"
       bench "s42m-chat-caching-$caching-run$r" "${conversation[@]}"
       stop
     done
@@ -82,7 +71,8 @@ one_b=${CONVEYOR_BENCH_1B:-/tmp/bench-1b}
 # prompt of about 400 tokens, replies of 32 tokens; once each way.
 if want 3; then
   for caching in true false; do
-    serve --model "$one_b" --set model.dtype=bf16 --set "kv_cache.prefix_caching=$caching"
+    serve "$after" --set executors=cpu --model "$one_b" --set model.dtype=bf16 \
+      --set "kv_cache.prefix_caching=$caching"
     bench "1b-chat-caching-$caching" --kind conversations --rate 0.05 --conversations 8 \
       --turns 4 --system-tokens 200 --user-words 4,10 --reply-tokens 32 --temperature 0 \
       --ignore-eos --seed 1
@@ -94,7 +84,8 @@ fi
 if want 4; then
   for r in $(seq 1 "$rounds"); do
     for caching in true false; do
-      serve --model synthetic:s15m --set "kv_cache.prefix_caching=$caching"
+      serve "$after" --set executors=cpu --model synthetic:s15m \
+        --set "kv_cache.prefix_caching=$caching"
       bench "s15m-burst-caching-$caching-run$r" --workload workloads/stories-burst-n200.jsonl \
         --model s15m
       stop
@@ -106,7 +97,8 @@ fi
 # requests behind one system prompt of about 400 tokens, one every 10 s.
 if want 5; then
   for caching in true false; do
-    serve --model "$one_b" --set model.dtype=bf16 --set "kv_cache.prefix_caching=$caching"
+    serve "$after" --set executors=cpu --model "$one_b" --set model.dtype=bf16 \
+      --set "kv_cache.prefix_caching=$caching"
     bench "1b-prefix-caching-$caching" --kind shared-prefix --rate 0.1 --requests 8 \
       --system-tokens 200 --user-words 4,10 --reply-tokens 8 --temperature 0 --ignore-eos \
       --seed 1

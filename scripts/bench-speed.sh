@@ -16,21 +16,8 @@ pid=
 sections=${SECTIONS:-1 2 3 4 5 6 7}
 want() { [[ " $sections " == *" $1 "* ]]; }
 
-serve() {  # BUILD_DIR serve-args...
-  local build=$1
-  shift
-  "$build/apps/conveyor" serve --port "$port" --log-level warn "$@" >"$out/serve.log" 2>&1 &
-  pid=$!
-  until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$out/serve.log"; exit 1; }
-    sleep 0.2
-  done
-}
-
-stop() {
-  kill -INT "$pid"
-  wait "$pid" || true
-}
+# shellcheck source=scripts/bench-server.sh
+source scripts/bench-server.sh
 
 # CPU seconds (user + system) the server process has used so far, from /proc.
 server_cpu() {

@@ -48,6 +48,22 @@ TEST(gpu_placement, sizes_follow_the_formulas) {
   EXPECT_EQ(kv_cache_bytes(m, 16, 2048), gib);
 }
 
+// kv_cache.memory_mb replaces slots x context as an executor's KV cache on its device, and a
+// budget larger than the device's free memory stops the placement naming both sizes.
+TEST(gpu_placement, a_kv_cache_budget_is_what_the_executor_needs_for_its_cache) {
+  auto m = big_model();
+  m.kv_cache_mb = 3 * 1024;
+  EXPECT_EQ(kv_cache_bytes(m, 16, 2048), 3 * gib);
+  std::vector<config::executor> xs{on("cuda:0")};
+  auto placed = check_placement(xs, two_h200s(100 * gib, 100 * gib), "unused", m);
+  ASSERT_TRUE(placed) << error_of(placed);
+  EXPECT_EQ((*placed)[0].kv_cache_bytes, 3 * gib);
+  m.kv_cache_mb = 200 * 1024;
+  const auto refused = error_of(check_placement(xs, two_h200s(100 * gib, 100 * gib), "unused", m));
+  EXPECT_NE(refused.find("KV cache 200.0 GiB"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("100.0 GiB free"), std::string::npos) << refused;
+}
+
 TEST(gpu_placement, workspace_is_the_margin_plus_the_forward_pass) {
   auto m = big_model();
   auto e = on("cuda:0");
