@@ -119,8 +119,8 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     const auto& e = executors[i];
     const bool cpu = e.device == "cpu";
     const int32_t context = e.context == 0 ? shape->seq_len : int32_t(e.context);
-    auto dtype = cpu ? model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype)
-                     : gpu_dtype;
+    auto dtype =
+        cpu ? model::choose_dtype(cfg.model.dtype, "cpu", files.info.weights_dtype) : gpu_dtype;
     if (!dtype) return dtype.error();
     auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
     if (!kv_dtype) return kv_dtype.error();
@@ -134,8 +134,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
                             std::to_string((needed + (1 << 20) - 1) >> 20) + " MiB");
     if (!cpu) continue;  // GPU memory is checked by the placement above
     kv_total += memory_mb > 0 ? memory_mb << 20
-                              : model::kv_cache_bytes(*shape, int32_t(e.slots), context,
-                                                      *kv_dtype);
+                              : model::kv_cache_bytes(*shape, int32_t(e.slots), context, *kv_dtype);
   }
   const int64_t memory = physical_memory_bytes();
   if (memory > 0 && kv_total > memory)

@@ -9,8 +9,8 @@
 #include <istream>
 #include <limits>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>

@@ -12,8 +12,8 @@
 #include <benchmark/benchmark.h>
 
 #include "model/causal_lm.hpp"
-#include "model/slot_tables.hpp"
 #include "model/device_support.hpp"
+#include "model/slot_tables.hpp"
 
 using namespace conveyor::model;
 

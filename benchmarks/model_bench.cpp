@@ -17,10 +17,10 @@
 #include "common/install_dirs.hpp"
 #include "kernels/blas_kernels.hpp"
 #include "kernels/cache_attention.hpp"
-#include "model/causal_lm.hpp"
-#include "model/slot_tables.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/work_pool.hpp"
+#include "model/causal_lm.hpp"
+#include "model/slot_tables.hpp"
 
 using namespace conveyor::model;
 using namespace conveyor::kernels;
@@ -160,8 +160,8 @@ void bm_prefill_long(benchmark::State& state) {
 
 // Prefills `batch` sequences of the same prompt_length-token prompt into slots 0..batch-1 and
 // returns a decode step of one token for each, at `position`.
-std::vector<decode_item> prefilled_step(causal_lm& model, const slot_tables& tables,
-                                        int32_t batch, int32_t position) {
+std::vector<decode_item> prefilled_step(causal_lm& model, const slot_tables& tables, int32_t batch,
+                                        int32_t position) {
   std::vector<int32_t> prompt(prompt_length, 300);
   std::vector<prefill_item> items;
   for (int32_t b = 0; b < batch; ++b)

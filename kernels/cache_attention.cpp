@@ -47,8 +47,8 @@ CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
     for (int64_t c = 0; c < bs && t0 < span; c += 8, t0 += 8) {
       if (t0 + 8 * ahead < span) {
         const int64_t next = c + 8 * ahead;
-        const T* k_ahead = next < bs ? kblock + next * HS
-                                     : cache.keys + table[b + 1] * stride + (next - bs) * HS;
+        const T* k_ahead =
+            next < bs ? kblock + next * HS : cache.keys + table[b + 1] * stride + (next - bs) * HS;
         for (int64_t l = 0; l < 8 * HS; l += line) __builtin_prefetch(k_ahead + l);
       }
       const T* v8 = vblock + c * HS;
@@ -116,9 +116,9 @@ CONVEYOR_VECTOR_CLONES void attend(const float* __restrict__ q, int64_t g,
 
 // The same for any head size, one lane at a time.
 template <class T>
-void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g,
-                   const cache_blocks<T>& cache, int64_t ctx, int64_t span, float scale,
-                   float* __restrict__ scores, float* __restrict__ out) {
+void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g, const cache_blocks<T>& cache,
+                   int64_t ctx, int64_t span, float scale, float* __restrict__ scores,
+                   float* __restrict__ out) {
   const int64_t bs = cache.block_size;
   // The eight positions from t0 (a multiple of 8) of the keys, and position t of the values.
   auto keys_at = [&](int64_t t0) {
@@ -177,8 +177,8 @@ void attend_scalar(int64_t hs, const float* __restrict__ q, int64_t g,
 // attend<HS> with the head size known at compile time for the common sizes, so that the inner
 // loops unroll and vectorize; other sizes take the general loop.
 template <class T>
-void attend_cached(int64_t hs, const float* q, int64_t g, const cache_blocks<T>& cache,
-                   int64_t ctx, int64_t span, float scale, float* scores, float* out) {
+void attend_cached(int64_t hs, const float* q, int64_t g, const cache_blocks<T>& cache, int64_t ctx,
+                   int64_t span, float scale, float* scores, float* out) {
 #define CONVEYOR_ATTEND(HS) attend<HS, T>(q, g, cache, ctx, span, scale, scores, out)
   switch (hs) {
     case 8:
@@ -203,8 +203,7 @@ void attend_cached(int64_t hs, const float* q, int64_t g, const cache_blocks<T>&
 
 template void attend_cached<float>(int64_t, const float*, int64_t, const cache_blocks<float>&,
                                    int64_t, int64_t, float, float*, float*);
-template void attend_cached<uint16_t>(int64_t, const float*, int64_t,
-                                      const cache_blocks<uint16_t>&, int64_t, int64_t, float,
-                                      float*, float*);
+template void attend_cached<uint16_t>(int64_t, const float*, int64_t, const cache_blocks<uint16_t>&,
+                                      int64_t, int64_t, float, float*, float*);
 
 }  // namespace conveyor::kernels

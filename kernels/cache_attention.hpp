@@ -46,14 +46,14 @@ struct cache_blocks {
 /// depends only on the numbers cached at the positions and on `q`: not on which pool blocks
 /// hold them.
 template <class T>
-void attend_cached(int64_t hs, const float* q, int64_t g, const cache_blocks<T>& cache,
-                   int64_t ctx, int64_t span, float scale, float* scores, float* out);
+void attend_cached(int64_t hs, const float* q, int64_t g, const cache_blocks<T>& cache, int64_t ctx,
+                   int64_t span, float scale, float* scores, float* out);
 
 extern template void attend_cached<float>(int64_t, const float*, int64_t,
                                           const cache_blocks<float>&, int64_t, int64_t, float,
                                           float*, float*);
 extern template void attend_cached<uint16_t>(int64_t, const float*, int64_t,
-                                             const cache_blocks<uint16_t>&, int64_t, int64_t,
-                                             float, float*, float*);
+                                             const cache_blocks<uint16_t>&, int64_t, int64_t, float,
+                                             float*, float*);
 
 }  // namespace conveyor::kernels

@@ -49,15 +49,17 @@ expected<int32_t> checked_context(const llama_shape& shape, const runtime_option
     return make_error(ec::bad_config, "max_batched_tokens must be at least 1");
   const int32_t bs = options.block_size;
   if (bs < 8 || bs > 1024 || (bs & (bs - 1)) != 0)
-    return make_error(ec::bad_config, "the KV cache's block size must be a power of two from 8 "
-                                      "to 1024, got " + std::to_string(bs));
+    return make_error(ec::bad_config,
+                      "the KV cache's block size must be a power of two from 8 "
+                      "to 1024, got " +
+                          std::to_string(bs));
   const int32_t one_sequence = (context + bs - 1) / bs;
   if (options.kv_blocks != 0 && options.kv_blocks < one_sequence)
-    return make_error(ec::bad_config,
-                      "a KV cache of " + std::to_string(options.kv_blocks) + " blocks of " +
-                          std::to_string(bs) + " positions cannot hold one sequence of the " +
-                          "context's " + std::to_string(context) + " tokens (" +
-                          std::to_string(one_sequence) + " blocks)");
+    return make_error(ec::bad_config, "a KV cache of " + std::to_string(options.kv_blocks) +
+                                          " blocks of " + std::to_string(bs) +
+                                          " positions cannot hold one sequence of the " +
+                                          "context's " + std::to_string(context) + " tokens (" +
+                                          std::to_string(one_sequence) + " blocks)");
   return context;
 }
 

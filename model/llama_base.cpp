@@ -29,9 +29,9 @@ std::string llama_base::describe() const {
   os << "llama dim=" << shape_.dim << " hidden=" << shape_.hidden_dim
      << " layers=" << shape_.n_layers << " heads=" << shape_.n_heads
      << " kv_heads=" << shape_.n_kv_heads << " vocab=" << shape_.vocab_size << " on "
-     << device_name_ << " in " << dtype_name(dtype_) << " (" << implementation_ << "), "
-     << slots_ << " slots, context " << context_ << ", KV cache " << kv_blocks_
-     << " blocks x " << block_size_ << " tokens, " << kv_cache_bytes() / (1024 * 1024) << " MiB";
+     << device_name_ << " in " << dtype_name(dtype_) << " (" << implementation_ << "), " << slots_
+     << " slots, context " << context_ << ", KV cache " << kv_blocks_ << " blocks x " << block_size_
+     << " tokens, " << kv_cache_bytes() / (1024 * 1024) << " MiB";
   return os.str();
 }
 

@@ -157,11 +157,10 @@ class llama_loops final : public llama_base {
 
   void prefill_pass(const std::vector<prefill_item>& items, const forward_pass& pass) {
     const int64_t n = pass.tokens;
-    const int64_t outputs =
-        lay_out_rows(items, pass, shape_.n_kv_heads, block_size_,
-                     {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
-                      ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(),
-                      ws_tables_.data()});
+    const int64_t outputs = lay_out_rows(
+        items, pass, shape_.n_kv_heads, block_size_,
+        {ws_tokens_.data_ptr<int64_t>(), ws_positions_.data_ptr<int64_t>(),
+         ws_cache_rows_.data_ptr<int64_t>(), ws_last_.data_ptr<int64_t>(), ws_tables_.data()});
     // Every row, of a prompt or of a decode step, attends through the one row loop: a row's
     // arithmetic is then the same however its prompt was split into passes, whatever else the
     // pass holds and whichever blocks hold its cache (a prompt whose beginning came from the
@@ -401,8 +400,8 @@ class llama_loops final : public llama_base {
       if (int64_t(scores.size()) < ctx * g + 8) scores.resize(size_t(ctx * g + 8));
       for (int64_t r = begin; r < end; ++r) {
         const int64_t i = r / kvh, kh = r % kvh;
-        const cache_blocks<T> cache{kc + kh * bs * hs, vc + kh * bs * hs, block_stride,
-                                    tables[i], bs};
+        const cache_blocks<T> cache{kc + kh * bs * hs, vc + kh * bs * hs, block_stride, tables[i],
+                                    bs};
         attend_cached(hs, qp + i * q_stride + kh * g * hs, g, cache, ctx, pos[i] + 1, scale,
                       scores.data(), op + (i * heads + kh * g) * hs);
       }

@@ -324,7 +324,9 @@ class llama_ops final : public llama_base {
   }
 
   // The positions of a full block table: what a decode step's attention reads under graphs.
-  int64_t table_span() const { return int64_t{table_blocks_} * block_size_; }
+  int64_t table_span() const {
+    return int64_t{table_blocks_} * block_size_;
+  }
 
   // Causal attention of one prompt's t tokens (positions start..start+t-1) over its blocks
   // (`table`, on the device).
@@ -369,8 +371,10 @@ class llama_ops final : public llama_base {
     auto kg = ws_kg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
     auto vg = ws_vg_.narrow(0, 0, n * kvh * span * hs).view({n, kvh, span, hs});
     // Each row's blocks gathered [n, blocks, kvh, bs, hs], then laid out [n, kvh, position, hs].
-    auto gathered = ws_blocks_.narrow(0, 0, n * blocks * kvh * bs * hs).view({n * blocks, kvh, bs, hs});
-    for (auto [cache, dst] : {std::pair<const at::Tensor*, at::Tensor*>{&k_cache_, &kg}, {&v_cache_, &vg}}) {
+    auto gathered =
+        ws_blocks_.narrow(0, 0, n * blocks * kvh * bs * hs).view({n * blocks, kvh, bs, hs});
+    for (auto [cache, dst] :
+         {std::pair<const at::Tensor*, at::Tensor*>{&k_cache_, &kg}, {&v_cache_, &vg}}) {
       at::index_select_out(gathered, (*cache)[layer], 0, tables);
       dst->view({n, kvh, blocks, bs, hs})
           .copy_(gathered.view({n, blocks, kvh, bs, hs}).permute({0, 2, 1, 3, 4}));
@@ -422,9 +426,9 @@ class llama_ops final : public llama_base {
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   at::Tensor k_cache_, v_cache_;
-  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_last_, ws_tables_, ws_x_, ws_xb_,
-      ws_sq_, ws_ms_, ws_qkv_, ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_xf_,
-      ws_xfn_, ws_msf_, ws_logits_, ws_blocks_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_;
+  at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_last_, ws_tables_, ws_x_, ws_xb_, ws_sq_,
+      ws_ms_, ws_qkv_, ws_q_, ws_k_, ws_cos_, ws_sin_, ws_att_, ws_h_, ws_hb_, ws_xf_, ws_xfn_,
+      ws_msf_, ws_logits_, ws_blocks_, ws_kg_, ws_vg_, ws_scores_, ws_probs_, ws_mask_;
   at::Tensor h_tokens_, h_positions_, h_cache_rows_, h_last_, h_tables_, h_mask_, h_logits_;
   // Logits of a prefill with more rows than the workspace (every position of long prompts), on
   // the device and the host; and where final_logits writes and download reads now.

@@ -30,8 +30,7 @@ class executor_core {
   /// An executor of `model`'s slots and KV-cache blocks; `prefix_caching` enters every full
   /// block in the prefix cache and starts each prompt from its longest cached prefix.
   executor_core(std::string name, std::unique_ptr<model::causal_lm> model,
-                std::shared_ptr<const tokenizers::tokenizer> tokenizer,
-                bool prefix_caching = true);
+                std::shared_ptr<const tokenizers::tokenizer> tokenizer, bool prefix_caching = true);
 
   /// Name used in metrics ("cpu:0").
   const std::string& name() const { return name_; }

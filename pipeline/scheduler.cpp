@@ -206,8 +206,7 @@ void scheduler::register_blocks(sequence& s, int32_t filled) {
   auto& state = s.schedule;
   const int32_t bs = kv_.block_size;
   std::vector<int32_t> tokens(static_cast<size_t>(bs));
-  while ((state.registered + 1) * bs <= filled &&
-         state.registered < int32_t(state.blocks.size())) {
+  while ((state.registered + 1) * bs <= filled && state.registered < int32_t(state.blocks.size())) {
     const int32_t first = state.registered * bs;
     for (int32_t i = 0; i < bs; ++i) tokens[size_t(i)] = s.token_at(first + i);
     std::optional<int32_t> parent;
@@ -269,15 +268,14 @@ const scheduled_step& scheduler::schedule() {
     step.attended += step_planner::attended_by(item.start, item.count);
     // Padding is computed but not a real token.
     row.prompt_start = item.start;
-    row.prompt_count =
-        std::min(item.count, int32_t(row.seq->prefill_tokens().size()) - item.start);
+    row.prompt_count = std::min(item.count, int32_t(row.seq->prefill_tokens().size()) - item.start);
     row.all_logits = item.all_logits;
     if (!row.resumes) step.prompt_tokens += row.prompt_count;
   }
   for (auto& s : running_) {
     if (!decodes(*s)) continue;
-    step.items.push_back({s->schedule.blocks.data(), s->schedule.position,
-                          &s->schedule.next_token, 1, -1});
+    step.items.push_back(
+        {s->schedule.blocks.data(), s->schedule.position, &s->schedule.next_token, 1, -1});
     step_row row;
     row.seq = s.get();
     step.rows.push_back(row);
@@ -427,8 +425,8 @@ void scheduler::advance(const scheduled_step& step, double ms) {
     s.prefilled = int32_t(f.seq->req.prompt.size());
     s.position = s.prefilled;
     // Its full blocks are its leader's, entered in the cache (where caching is on) just above.
-    s.registered = std::min(step.rows[f.leader_row].seq->schedule.registered,
-                            s.prefilled / kv_.block_size);
+    s.registered =
+        std::min(step.rows[f.leader_row].seq->schedule.registered, s.prefilled / kv_.block_size);
   }
   // Prompts now complete join the running set, in their order.
   for (auto it = waiting_.begin(); it != waiting_.end();) {

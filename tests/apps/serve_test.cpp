@@ -92,20 +92,23 @@ TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
   EXPECT_NE(f32.find("in f32 (plain loops), 16 slots, context 512, KV cache 512 blocks x 16 "
                      "tokens, 10 MiB"),
             std::string::npos)
-      << f32 << "\n" << log;
+      << f32 << "\n"
+      << log;
   auto bf16_cache =
       model_of_serve({"--set", "executors=cpu", "--set", "model.kv_cache_dtype=bf16"}, log);
   EXPECT_NE(bf16_cache.find("in f32 (plain loops, bf16 KV cache, f32 weights and activations), 16 "
                             "slots, context 512, KV cache 512 blocks x 16 tokens, 5 MiB"),
             std::string::npos)
-      << bf16_cache << "\n" << log;
+      << bf16_cache << "\n"
+      << log;
   // kv_cache.memory_mb and block_size reach it too: 2 MiB of f32 blocks of 32 positions are
   // 2 MiB / (5 layers x kv_dim 32 x 2 x 32 x 4 bytes) = 51 blocks.
-  auto budget = model_of_serve({"--set", "executors=cpu", "--set", "kv_cache.memory_mb=2",
-                                "--set", "kv_cache.block_size=32"},
+  auto budget = model_of_serve({"--set", "executors=cpu", "--set", "kv_cache.memory_mb=2", "--set",
+                                "kv_cache.block_size=32"},
                                log);
   EXPECT_NE(budget.find("KV cache 51 blocks x 32 tokens, 1 MiB"), std::string::npos)
-      << budget << "\n" << log;
+      << budget << "\n"
+      << log;
   auto bf16 = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16"}, log);
   EXPECT_NE(bf16.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
             std::string::npos)
@@ -141,8 +144,9 @@ TEST(serve_command, bf16_inputs_reach_the_executors_model_and_need_bf16) {
 
 // A KV cache the machine cannot hold stops the start, naming both sizes.
 TEST(serve_command, a_kv_cache_budget_the_machine_cannot_hold_stops_the_start) {
-  auto r = run_conveyor("serve --port 0 --threads 1 --set executors=cpu --set "
-                        "kv_cache.memory_mb=2000000000");
+  auto r = run_conveyor(
+      "serve --port 0 --threads 1 --set executors=cpu --set "
+      "kv_cache.memory_mb=2000000000");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("the KV caches need 2000000000 MiB (kv_cache.memory_mb over all "
                        "executors) but the machine has "),

@@ -80,7 +80,9 @@ class e2e_openai_python : public ::testing::Test {
 
 // The prompt tokens a request finds in the prefix cache when a request before it had the same
 // first `prompt_tokens` tokens: every full block of 16 but the one holding its last token.
-int64_t cached_after_the_same(int64_t prompt_tokens) { return (prompt_tokens - 1) / 16 * 16; }
+int64_t cached_after_the_same(int64_t prompt_tokens) {
+  return (prompt_tokens - 1) / 16 * 16;
+}
 
 // usage.prompt_tokens_details.cached_tokens as the openai package's typed fields read it: 0 on a
 // fresh server; a second turn finds at least the blocks of the first turn's prompt (which it

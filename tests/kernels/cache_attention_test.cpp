@@ -41,8 +41,8 @@ std::vector<int32_t> in_order(int64_t blocks) {
 }
 
 template <class T>
-head_cache<T> lay_out(const std::vector<float>& keys, const std::vector<float>& values,
-                      int64_t hs, int64_t span, float stale, int64_t block_size = 8,
+head_cache<T> lay_out(const std::vector<float>& keys, const std::vector<float>& values, int64_t hs,
+                      int64_t span, float stale, int64_t block_size = 8,
                       std::vector<int32_t> table = {}) {
   const int64_t blocks = (span + block_size - 1) / block_size;
   if (table.empty()) table = in_order(blocks);
@@ -50,11 +50,12 @@ head_cache<T> lay_out(const std::vector<float>& keys, const std::vector<float>& 
   c.table = table;
   c.block_size = block_size;
   c.hs = hs;
-  const size_t pool = size_t(*std::max_element(table.begin(), table.end()) + 1) *
-                      size_t(block_size * hs);
+  const size_t pool =
+      size_t(*std::max_element(table.begin(), table.end()) + 1) * size_t(block_size * hs);
   c.keys.resize(pool);
   c.values.resize(pool);
-  for (size_t i = 0; i < pool; ++i) store_cached(&c.keys[i], stale), store_cached(&c.values[i], stale);
+  for (size_t i = 0; i < pool; ++i)
+    store_cached(&c.keys[i], stale), store_cached(&c.values[i], stale);
   for (int64_t t = 0; t < span; ++t) {
     const int64_t base = table[size_t(t / block_size)] * block_size * hs, off = t % block_size;
     for (int64_t e = 0; e < hs; ++e) {
@@ -168,13 +169,12 @@ TEST(cache_attention, blocks_anywhere_in_the_pool_give_the_bits_of_a_contiguous_
         auto table = in_order(2 * blocks);
         std::shuffle(table.begin(), table.end(), rng);
         table.resize(size_t(blocks));
-        const auto scattered =
-            attend(q, g, lay_out<float>(keys, values, hs, span, 1e4f, block_size, table), hs,
-                   span, scale);
+        const auto scattered = attend(
+            q, g, lay_out<float>(keys, values, hs, span, 1e4f, block_size, table), hs, span, scale);
         const auto contiguous =
             attend(q, g, lay_out<float>(keys, values, hs, span, -1e4f, 8), hs, span, scale);
-        ASSERT_EQ(std::memcmp(scattered.data(), contiguous.data(), scattered.size() * sizeof(float)),
-                  0)
+        ASSERT_EQ(
+            std::memcmp(scattered.data(), contiguous.data(), scattered.size() * sizeof(float)), 0)
             << "hs " << hs << ", block size " << block_size << ", span " << span;
         const auto want = reference(q, g, keys, values, hs, span, double(scale));
         for (size_t i = 0; i < want.size(); ++i)

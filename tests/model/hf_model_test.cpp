@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "model/causal_lm.hpp"
-#include "model/slot_tables.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
+#include "model/slot_tables.hpp"
 #include "sampling/sampler.hpp"
-#include "tests/support/temp_dir.hpp"
 #include "tests/support/model_files.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;

@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/packed_matmul.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "model/slot_tables.hpp"
-#include "kernels/packed_matmul.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
 
@@ -666,7 +666,6 @@ TEST(llama, the_plain_loops_in_bf16_equal_the_reference_on_weights_bf16_holds_ex
                          300, compute_dtype::bf16, compute_dtype::f32);
 }
 
-
 TEST(llama, the_plain_loops_keep_their_cache_in_the_dtype_asked_and_count_its_true_bytes) {
   runtime_options opt;
   opt.slots = 4;
@@ -1004,8 +1003,7 @@ TEST(llama_gpu, a_cuda_graph_replay_equals_the_eager_step) {
   std::vector<prefill_item> items;
   for (int32_t i = 0; i < 8; ++i) prompts.push_back(filler_prompt(5 + 7 * i, uint32_t(i)));
   const slot_tables tables(*eager);
-  for (int32_t i = 0; i < 8; ++i)
-    items.push_back({tables[i], 0, prompts[i].data(), 5 + 7 * i, -1});
+  for (int32_t i = 0; i < 8; ++i) items.push_back({tables[i], 0, prompts[i].data(), 5 + 7 * i, -1});
   eager->prefill(items);
   graphs->prefill(items);
   // Batch sizes 1..8 twice over: the first pass captures each bucket, the second replays it.

@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
 #include "model/slot_tables.hpp"
-#include "tokenizers/tokenizer.hpp"
 #include "pipeline/executor_core.hpp"
+#include "tests/support/model_files.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 using namespace conveyor;
 using namespace conveyor::pipeline;
@@ -81,8 +81,8 @@ class executor_sampling_test : public ::testing::Test {
                                  const adjust_fn& adjust) {
     auto m = load(1);
     const model::slot_tables tables(*m);
-    auto logits = m->prefill(
-        {model::prefill_item{tables[0], 0, prompt.data(), int32_t(prompt.size()), -1}});
+    auto logits =
+        m->prefill({model::prefill_item{tables[0], 0, prompt.data(), int32_t(prompt.size()), -1}});
     std::vector<int32_t> generated;
     int32_t position = int32_t(prompt.size());
     for (int32_t i = 0; i < n; ++i) {

@@ -66,8 +66,8 @@ TEST(kv_block_pool, a_retained_block_lives_until_its_last_release) {
   EXPECT_EQ(pool.free_blocks(), 2);
   const auto refused = pool.retain(*a);
   ASSERT_TRUE(refused);
-  EXPECT_EQ(message_of(refused), "kv_block_pool: retain of block " + std::to_string(*a) +
-                                     ", which no one holds");
+  EXPECT_EQ(message_of(refused),
+            "kv_block_pool: retain of block " + std::to_string(*a) + ", which no one holds");
   EXPECT_EQ(pool.ref_count(*a), 0);
   EXPECT_TRUE(pool.retain(7));
 }
