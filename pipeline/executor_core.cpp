@@ -74,6 +74,13 @@ step_output executor_core::step() {
     return out;
   }
   scheduler_.release_ended();
+  // The block gauges as the step leaves them: the blocks of the sequences it ended are back.
+  if (!out.step_timings.empty()) {
+    auto& t = out.step_timings.back();
+    t.kv_blocks_used = scheduler_.blocks().used_blocks();
+    t.kv_blocks_cached = scheduler_.blocks().cached_blocks();
+    t.kv_blocks_free = scheduler_.blocks().free_blocks();
+  }
   return out;
 }
 
@@ -109,8 +116,7 @@ void executor_core::run_step(step_output& out) {
   out.step_timings.push_back(step_timing{
       name_, step.prefill_rows > 0 ? step_kind::prefill : step_kind::decode, step.items.size(),
       size_t(step.prompt_tokens + step.decoded), size_t(step.computed), to_time_point(start),
-      std::chrono::nanoseconds(done - start), scheduler_.blocks().used_blocks(),
-      scheduler_.blocks().cached_blocks(), scheduler_.blocks().free_blocks()});
+      std::chrono::nanoseconds(done - start)});
 }
 
 void executor_core::sample(sequence& s, const float* logits, int32_t vocab, stamp now,

@@ -814,6 +814,12 @@ TEST_F(executor_core_test, a_request_from_the_prefix_cache_gives_the_bits_of_a_c
   EXPECT_EQ(result.cached_tokens % 16, 0);
   EXPECT_GT(on->kv_blocks().cached_blocks(), 0);
   EXPECT_EQ(on->kv_blocks().used_blocks(), 0) << "every block released at the end";
+  // The last step's gauges say so too (what /metrics shows once the server is idle).
+  const auto& last = again.back().step_timings;
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].kv_blocks_used, 0);
+  EXPECT_EQ(last[0].kv_blocks_cached, on->kv_blocks().cached_blocks());
+  EXPECT_EQ(last[0].kv_blocks_free, on->kv_blocks().num_blocks());
 }
 
 // A pool of one context's blocks (stories260K: 512 tokens, 32 blocks) under six requests that
