@@ -101,10 +101,13 @@ void dispatch(batcher_pointer self) {
   for (auto& req : st.queue->expire(now))
     end_here(self, req.id, outcome::expired, ec::expired,
              "deadline passed while waiting in the queue", req.times, int32_t(req.prompt.size()));
-  // Sequences each executor runs, with those sent and not yet received.
+  // With several executors, the sequences each runs, with those sent and not yet received: what
+  // prefix routing weighs (one executor takes everything, unweighed).
+  const bool routed = st.executors.size() > 1;
   std::unordered_map<uint64_t, int32_t> loads;
-  for (auto& [addr, e] : st.executors)
-    loads[e.id] = e.report.active + st.ledger.in_flight(e.id, e.report.received);
+  if (routed)
+    for (auto& [addr, e] : st.executors)
+      loads[e.id] = e.report.active + st.ledger.in_flight(e.id, e.report.received);
   for (auto& [addr, e] : st.executors) {
     if (st.queue->empty()) break;
     // Requests sent but not yet received count as taken.
@@ -114,7 +117,7 @@ void dispatch(batcher_pointer self) {
     // With several executors, a request goes where its prompt's beginning is cached, unless
     // that executor is much busier than this one.
     pipeline::request_filter eligible;
-    if (st.executors.size() > 1)
+    if (routed)
       eligible = [&, executor = e.id](const sequence_request& r) {
         const auto preferred = st.router.preferred(r.prompt);
         std::optional<int32_t> preferred_load;
@@ -125,7 +128,7 @@ void dispatch(batcher_pointer self) {
         return st.router.takes(executor, loads[executor], preferred, preferred_load);
       };
     auto picked = st.policy->select(*st.queue, view, now, eligible);
-    loads[e.id] += int32_t(picked.size());
+    if (routed) loads[e.id] += int32_t(picked.size());
     if (picked.empty()) continue;
     std::vector<work_item> items;
     items.reserve(picked.size());
