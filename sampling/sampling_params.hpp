@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/sampling.hpp"
+#include "sampling/structured_output.hpp"
 
 namespace conveyor::sampling {
 
@@ -71,6 +72,10 @@ struct sampling_params {
   /// Generating one of these ends the sequence with "stop" (its text is not output), even with
   /// ignore_eos.
   std::vector<int32_t> stop_token_ids;
+  // -- structured outputs --
+  /// The format the output must have; the sampler masks every token that would leave it, and
+  /// the sequence ends ("stop") when the format is complete and allows nothing more.
+  structured_output constraint;
 };
 
 namespace detail {
@@ -106,7 +111,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   detail::optional_seed seed{x.seed};
   return f(x.max_tokens, x.temperature, x.top_p, x.top_k, seed, x.stop, x.ignore_eos, x.logprobs,
            x.prompt_logprobs, x.echo, x.presence_penalty, x.frequency_penalty, x.repetition_penalty,
-           x.logit_bias, x.min_tokens, x.stop_token_ids);
+           x.logit_bias, x.min_tokens, x.stop_token_ids, x.constraint);
 }
 
 }  // namespace conveyor::sampling
