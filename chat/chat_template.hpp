@@ -5,23 +5,58 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "chat/value.hpp"
 #include "common/error.hpp"
 
 namespace conveyor::chat {
 
 struct template_program;
 
-/// One message of a conversation.
+/// A call of a function that an assistant message made (OpenAI's `tool_calls` entry).
+struct chat_tool_call {
+  /// The call's id, which the tool message that answers it names.
+  std::string id;
+  /// The function's name.
+  std::string name;
+  /// The arguments as a mapping: the API's JSON string parsed, as vLLM hands it to templates
+  /// (Llama 3.1's and Qwen's write it with `tojson`).
+  value arguments;
+};
+
+/// One message of a conversation, as transformers hands it to a template: a map with `role`
+/// and `content`, plus `tool_calls` (assistant messages that call functions), `tool_call_id`
+/// and `name` (tool messages) where the message has them.
 struct chat_message {
-  /// "system", "user" or "assistant".
+  /// "system", "user", "assistant" or "tool".
   std::string role;
-  /// The text.
-  std::string content;
+  /// The text; none for an assistant message that only calls functions (content null).
+  std::optional<std::string> content;
+  /// The calls of an assistant message; the key is absent when there are none.
+  std::vector<chat_tool_call> tool_calls{};
+  /// A tool message's answer to the call with this id; the key is absent when empty.
+  std::string tool_call_id{};
+  /// A tool message's function name; the key is absent when empty.
+  std::string name{};
+};
+
+/// What a rendering renders besides the messages.
+struct render_options {
+  /// Open the assistant's turn at the end.
+  bool add_generation_prompt = false;
+  /// The template variable `tools`: the request's tool list (transformers passes the JSON
+  /// schemas as given), or none.
+  value tools = value::none();
+  /// The local time that `strftime_now` formats (transformers' strftime_now formats
+  /// datetime.now()); unset, the clock's local time at the rendering. Set, renderings are
+  /// reproducible: the tests give the time that the reference fixtures were made with.
+  std::optional<std::tm> now{};
 };
 
 /// What one rendering may do. A template that would pass a limit fails that rendering with
@@ -56,12 +91,16 @@ class chat_template {
                                        render_limits limits = {});
 
   /// Renders `messages` as transformers' apply_chat_template does (variables `messages`,
-  /// `add_generation_prompt`, `bos_token`, `eos_token`, and `tools` and `documents` as none)
-  /// into the prompt text, special tokens written out as text ("<s>[INST] ..."). The text is
-  /// tokenized as it is, adding no special tokens: a template writes BOS itself when its model
-  /// wants one. A `raise_exception` call gives ec::bad_request "the chat template refused the
-  /// conversation: MESSAGE"; other render failures, a passed limit included, give
+  /// `add_generation_prompt`, `bos_token`, `eos_token`, `tools`, `documents` as none, and the
+  /// function `strftime_now`) into the prompt text, special tokens written out as text ("<s>[INST]
+  /// ..."). The text is tokenized as it is, adding no special tokens: a template writes BOS itself
+  /// when its model wants one. A `raise_exception` call gives ec::bad_request "the chat template
+  /// refused the conversation: MESSAGE"; other render failures, a passed limit included, give
   /// ec::bad_request "rendering the chat template failed: chat template line N: ...".
+  expected<std::string> render(const std::vector<chat_message>& messages,
+                               const render_options& options) const;
+
+  /// The same without tools, at the clock's time.
   expected<std::string> render(const std::vector<chat_message>& messages,
                                bool add_generation_prompt) const;
 

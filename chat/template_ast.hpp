@@ -28,7 +28,8 @@ struct expr {
     attribute,  // args[0].name
     item,       // args[0][args[1]]
     slice,      // args[0][args[1]:args[2]:args[3]] (null operands are omitted bounds)
-    call,       // global function `name` (raise_exception, namespace, range) with args, kwargs
+    call,       // global function `name` (raise_exception, namespace, range, strftime_now)
+    macro,      // a call of the template's macro `name` with args, kwargs
     method,     // args[0].name(args[1..]) (strip, startswith, items, get, ...)
     filter,     // args[0] | name(args[1..], kwargs)
     test,       // args[0] is [not] name(args[1..]); `negated` for "is not"
@@ -67,6 +68,7 @@ struct node {
     set,        // set targets[0] = value, or set targets[0].attribute = value
     break_loop,
     continue_loop,
+    macro,      // macro targets[0](targets[1..] = conditions[..]): body
   };
   kind type = kind::text;
   int line = 1;
@@ -76,7 +78,8 @@ struct node {
   std::vector<node_list> bodies;
   node_list body;
   node_list else_body;
-  /// Loop variables (one, or two for `for k, v in ...`), or the set's target.
+  /// Loop variables (one, or two for `for k, v in ...`), the set's target, or a macro's name
+  /// and then its parameters (whose defaults, or null, are `conditions`).
   std::vector<std::string> targets;
   /// For `set ns.attr = ...`: the attribute; empty for a plain set.
   std::string attribute;

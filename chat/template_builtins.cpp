@@ -201,6 +201,18 @@ value apply_filter(const std::string& f, const value& v, const builtin_call& cal
     }
     return budget.built(value{std::move(out)}, line);
   }
+  if (f == "select" || f == "reject") {
+    // select(test, args...): the items that pass the test (that are true without one).
+    auto test_name = call.argument(1, "test");
+    value_list out;
+    const auto items = walk(v, budget, line);
+    for (const auto& item : items.as_list()) {
+      bool pass =
+          test_name.is_undefined() ? item.truthy() : apply_test(test_name.str(), item, call, 2);
+      if (pass == (f == "select")) out.push_back(item);
+    }
+    return budget.built(value{std::move(out)}, line);
+  }
   if (f == "map") {
     auto attribute = call.argument(99, "attribute");
     value_list out;

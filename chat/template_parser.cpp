@@ -237,13 +237,36 @@ class parser {
       expect_block_end();
       return n;
     }
+    if (t.text == "macro") {
+      // macro name(a, b=default): a function of the template that returns what its body
+      // renders. Declared before its body is parsed, so that it may call itself.
+      n->type = node::kind::macro;
+      n->targets.push_back(expect_name());
+      macros_.push_back(n->targets[0]);
+      expect_op("(");
+      while (!at_op(")")) {
+        n->targets.push_back(expect_name());
+        n->conditions.push_back(accept_op("=") ? parse_expression() : nullptr);
+        if (!accept_op(",")) break;
+      }
+      expect_op(")");
+      expect_block_end();
+      std::string stop;
+      const int loops = loop_depth_;
+      loop_depth_ = 0;  // a loop around the definition is not the body's
+      n->body = parse_body({"endmacro"}, stop);
+      loop_depth_ = loops;
+      if (!at_op(")") && peek().type == tk::name) next();  // {% endmacro name %}
+      expect_block_end();
+      return n;
+    }
     if (t.text == "break" || t.text == "continue") {
       if (loop_depth_ == 0) fail(t.line, "'" + t.text + "' outside a loop");
       n->type = t.text == "break" ? node::kind::break_loop : node::kind::continue_loop;
       expect_block_end();
       return n;
     }
-    if (one_of(t.text, {"endif", "endfor", "elif", "else", "endset"}))
+    if (one_of(t.text, {"endif", "endfor", "elif", "else", "endset", "endmacro"}))
       fail(t.line, "unexpected '{% " + t.text + " %}'");
     fail(t.line, "unsupported tag '" + t.text + "'");
   }
@@ -533,9 +556,10 @@ class parser {
         int line = next().line;
         if (e->type != expr::kind::name)
           fail(line, "unsupported call of something other than a global function");
-        if (!is_supported_function(e->name))
+        const bool macro = std::find(macros_.begin(), macros_.end(), e->name) != macros_.end();
+        if (!macro && !is_supported_function(e->name))
           fail(line, "unsupported function '" + e->name + "'");
-        auto c = make(expr::kind::call, line);
+        auto c = make(macro ? expr::kind::macro : expr::kind::call, line);
         c->name = e->name;
         parse_arguments(*c);
         e = std::move(c);
@@ -585,15 +609,18 @@ class parser {
   std::size_t pos_ = 0;
   int loop_depth_ = 0;
   int nesting_ = 0;
+  // The macros declared so far: a call of one of these names calls it.
+  std::vector<std::string> macros_;
 };
 
 }  // namespace
 
 bool is_supported_filter(std::string_view name) {
-  return one_of(name, {"trim", "tojson", "length", "count", "upper", "lower", "default", "d",
-                       "first", "last", "join", "capitalize", "title", "replace", "list",
-                       "string", "int", "float", "items", "safe", "reverse", "abs",
-                       "selectattr", "rejectattr", "map"});
+  return one_of(name,
+                {"trim", "tojson",     "length",     "count", "upper",      "lower", "default",
+                 "d",    "first",      "last",       "join",  "capitalize", "title", "replace",
+                 "list", "string",     "int",        "float", "items",      "safe",  "reverse",
+                 "abs",  "selectattr", "rejectattr", "map",   "select",     "reject"});
 }
 
 bool is_supported_test(std::string_view name) {
@@ -604,7 +631,7 @@ bool is_supported_test(std::string_view name) {
 }
 
 bool is_supported_function(std::string_view name) {
-  return one_of(name, {"raise_exception", "namespace", "range"});
+  return one_of(name, {"raise_exception", "namespace", "range", "strftime_now"});
 }
 
 bool is_supported_method(std::string_view name) {

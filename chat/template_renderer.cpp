@@ -10,6 +10,7 @@
 #include "chat/template_builtins.hpp"
 #include "chat/template_methods.hpp"
 #include "chat/template_operators.hpp"
+#include "chat/template_parser.hpp"
 
 namespace conveyor::chat {
 
@@ -24,8 +25,8 @@ enum class flow { normal, break_loop, continue_loop };
 // their arguments through it.
 class renderer final : public expression_evaluator {
  public:
-  renderer(const value& variables, const render_limits& limits)
-      : globals_(variables), budget_(limits) {}
+  renderer(const value& variables, const render_limits& limits, const std::tm& now)
+      : globals_(variables), budget_(limits), now_(now) {}
 
   // Namespaces may hold themselves: breaking every cycle lets them go.
   ~renderer() {
@@ -59,6 +60,8 @@ class renderer final : public expression_evaluator {
         return slice_of(e);
       case ek::call:
         return call(e);
+      case ek::macro:
+        return call_macro(e);
       case ek::method: {
         auto self = eval(*e.args[0]);
         return call_method(self, builtin(e));
@@ -169,6 +172,9 @@ class renderer final : public expression_evaluator {
         return flow::break_loop;
       case node::kind::continue_loop:
         return flow::continue_loop;
+      case node::kind::macro:
+        macros_[n.targets[0]] = &n;
+        return flow::normal;
     }
     return flow::normal;
   }
@@ -222,12 +228,19 @@ class renderer final : public expression_evaluator {
 
   // -- expressions -----------------------------------------------------------------------------
 
+  // A name in the scopes from the innermost to `floor_` (a macro's own), then the template's
+  // top level, then the variables; a global function that no variable hides is defined
+  // (`strftime_now is defined`) and prints as Python's repr of a function would begin.
   value lookup(const std::string& name) const {
-    for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s) {
-      auto i = s->find(name);
-      if (i != s->end()) return i->second;
+    for (auto s = scopes_.size(); s > floor_; --s) {
+      auto i = scopes_[s - 1].find(name);
+      if (i != scopes_[s - 1].end()) return i->second;
     }
-    return globals_.get(name);
+    if (floor_ > 0)
+      if (auto i = scopes_.front().find(name); i != scopes_.front().end()) return i->second;
+    auto v = globals_.get(name);
+    if (v.is_undefined() && is_supported_function(name)) return value{"<function " + name + ">"};
+    return v;
   }
 
   builtin_call builtin(const expr& e) { return builtin_call{e, *this, budget_}; }
@@ -267,12 +280,89 @@ class renderer final : public expression_evaluator {
       namespaces_.push_back(ns);
       return ns;
     }
+    if (e.name == "strftime_now") return strftime_now(e);
     return range(builtin(e));
+  }
+
+  // transformers' strftime_now(format): datetime.now().strftime(format), which is C's strftime
+  // (in the C locale, as Python leaves LC_TIME) of the rendering's time.
+  value strftime_now(const expr& e) {
+    static constexpr std::size_t max_format = 256;
+    auto format = e.args.empty() ? value{} : eval(*e.args[0]);
+    if (!format.is_string()) fail_at_line(e.line, "strftime_now() takes a format string");
+    const auto& f = format.as_string();
+    if (f.size() > max_format)
+      fail_at_line(e.line, "strftime_now() takes a format of at most " +
+                               std::to_string(max_format) + " bytes");
+    budget_.charge(f.size(), e.line);
+    if (f.empty()) return value{std::string{}};
+    // No directive writes more than a few dozen bytes.
+    std::string out(f.size() * 64 + 64, '\0');
+    const auto n = std::strftime(out.data(), out.size(), f.c_str(), &now_);
+    out.resize(n);
+    return budget_.built_string(std::move(out), e.line);
+  }
+
+  // A call of the template's macro: its body rendered in a scope of its own, in which the
+  // parameters are bound (positional, then by keyword, then the defaults; a missing one is
+  // undefined) and only the template's top level and the variables are visible besides.
+  value call_macro(const expr& e) {
+    auto found = macros_.find(e.name);
+    if (found == macros_.end()) fail_at_line(e.line, "macro '" + e.name + "' is not defined");
+    const node& m = *found->second;
+    const std::size_t params = m.targets.size() - 1;
+    if (e.args.size() > params)
+      fail_at_line(e.line, "macro '" + e.name + "' takes " + std::to_string(params) +
+                               " arguments, got " + std::to_string(e.args.size()));
+    // Each call nests a body's statements and expressions (each up to max_template_nesting
+    // deep) on the stack: calls nest far less deep than those.
+    static constexpr int max_macro_depth = 32;
+    if (macro_depth_ >= max_macro_depth)
+      fail_at_line(e.line,
+                   "macro calls nested more than " + std::to_string(max_macro_depth) + " deep");
+    std::unordered_map<std::string, value> frame;
+    std::vector<bool> bound(params, false);
+    for (std::size_t i = 0; i < e.args.size(); ++i) {
+      frame[m.targets[i + 1]] = eval(*e.args[i]);
+      bound[i] = true;
+    }
+    for (const auto& [key, arg] : e.kwargs) {
+      auto p = std::find(m.targets.begin() + 1, m.targets.end(), key);
+      if (p == m.targets.end())
+        fail_at_line(e.line, "macro '" + e.name + "' has no parameter '" + key + "'");
+      frame[key] = eval(*arg);
+      bound[static_cast<std::size_t>(p - m.targets.begin()) - 1] = true;
+    }
+    const auto saved_floor = floor_;
+    scopes_.push_back(std::move(frame));
+    floor_ = scopes_.size() - 1;
+    ++macro_depth_;
+    std::string out;
+    try {
+      for (std::size_t i = 0; i < params; ++i)
+        if (!bound[i] && m.conditions[i]) scopes_.back()[m.targets[i + 1]] = eval(*m.conditions[i]);
+      exec(m.body, out);
+    } catch (...) {
+      --macro_depth_;
+      floor_ = saved_floor;
+      scopes_.pop_back();
+      throw;
+    }
+    --macro_depth_;
+    floor_ = saved_floor;
+    scopes_.pop_back();
+    return budget_.built_string(std::move(out), e.line);
   }
 
   value globals_;
   render_budget budget_;
+  std::tm now_;
   std::vector<std::unordered_map<std::string, value>> scopes_;
+  // The first scope a name is looked up in before the top level's: a macro's frame.
+  std::size_t floor_ = 0;
+  // The macros defined so far (their definitions ran) and how deep calls of them nest.
+  std::unordered_map<std::string, const node*> macros_;
+  int macro_depth_ = 0;
   // Every namespace made, so that its cycles can be broken at the end.
   std::vector<value> namespaces_;
   std::size_t prune_namespaces_at_ = 64;
@@ -281,8 +371,8 @@ class renderer final : public expression_evaluator {
 }  // namespace
 
 std::string render_template(const template_program& program, const value& variables,
-                            const render_limits& limits) {
-  return renderer{variables, limits}.run(program);
+                            const render_limits& limits, const std::tm& now) {
+  return renderer{variables, limits, now}.run(program);
 }
 
 }  // namespace conveyor::chat

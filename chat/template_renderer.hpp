@@ -2,6 +2,7 @@
 // undefined values, loop scopes, namespaces and the filters chat templates use.
 #pragma once
 
+#include <ctime>
 #include <string>
 
 #include "chat/chat_template.hpp"
@@ -16,11 +17,12 @@ struct template_raised : std::runtime_error {
   explicit template_raised(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// Renders `program` with the top-level `variables` (a map) within `limits`. Throws
+/// Renders `program` with the top-level `variables` (a map) within `limits`; `strftime_now`
+/// formats `now`. Throws
 /// template_raised for raise_exception and template_error for what Jinja would fail on (an
 /// attribute of an undefined value, a filter on a value of the wrong type, ...), for integer
 /// arithmetic whose result does not fit in 64 bits, and for a passed limit.
 std::string render_template(const template_program& program, const value& variables,
-                            const render_limits& limits);
+                            const render_limits& limits, const std::tm& now);
 
 }  // namespace conveyor::chat

@@ -110,16 +110,18 @@ TEST(chat_template, special_tokens_are_written_as_text) {
 }
 
 TEST(chat_template, unsupported_constructs_fail_at_parse_time_with_their_line) {
-  EXPECT_EQ(parse_error("hello\n\n{% macro greet(x) %}{{ x }}{% endmacro %}"),
-            "chat template line 3: unsupported tag 'macro'");
+  EXPECT_EQ(parse_error("hello\n\n{% call greet(x) %}{{ x }}{% endcall %}"),
+            "chat template line 3: unsupported tag 'call'");
   EXPECT_EQ(parse_error("{% include 'other.jinja' %}"),
             "chat template line 1: unsupported tag 'include'");
   EXPECT_EQ(parse_error("{{ x }}\n{{ x | wordcount }}"),
             "chat template line 2: unsupported filter 'wordcount'");
   EXPECT_EQ(parse_error("{% if x is callable %}{% endif %}"),
             "chat template line 1: unsupported test 'callable'");
-  EXPECT_EQ(parse_error("\n{{ strftime_now('%d') }}"),
-            "chat template line 2: unsupported function 'strftime_now'");
+  EXPECT_EQ(parse_error("\n{{ lipsum(2) }}"),
+            "chat template line 2: unsupported function 'lipsum'");
+  EXPECT_EQ(parse_error("{{ greet(1) }}{% macro greet(x) %}{{ x }}{% endmacro %}"),
+            "chat template line 1: unsupported function 'greet'");
   EXPECT_EQ(parse_error("{{ messages.append(1) }}"),
             "chat template line 1: unsupported method 'append'");
   EXPECT_EQ(parse_error("{% set x %}body{% endset %}"),
