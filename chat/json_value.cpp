@@ -1,6 +1,7 @@
 // JSON as a template's values.
 #include "chat/json_value.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "chat/template_ast.hpp"
@@ -71,6 +72,13 @@ expected<value> value_from_json(const nlohmann::ordered_json& j) {
   if (!convert(j, max_template_nesting, out))
     return make_error(ec::bad_request,
                       "JSON nested more than " + std::to_string(max_template_nesting) + " deep");
+  return out;
+}
+
+std::string python_json(const nlohmann::ordered_json& j) {
+  auto v = value_from_json(j);
+  std::string out;
+  if (!v || v->to_json(out, -1, SIZE_MAX) != value::json_error::none) return {};
   return out;
 }
 

@@ -2,6 +2,7 @@
 // to a chat template as transformers hands Python's json.loads of it, keys in their order.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,11 @@ namespace conveyor::chat {
 /// range as a float), floats, strings, booleans and null as none. Nesting deeper than
 /// max_template_nesting gives ec::bad_request.
 expected<value> value_from_json(const nlohmann::ordered_json& j);
+
+/// Python's json.dumps(x, ensure_ascii=False) of `j` (keys in their order, ", " and ": "
+/// separators, floats as Python writes them): the form every tool call's arguments take. Empty
+/// when `j` nests too deep.
+std::string python_json(const nlohmann::ordered_json& j);
 
 /// Parses `text` (ordered_json) and converts it as value_from_json; invalid JSON gives
 /// ec::bad_request with the parser's words.
