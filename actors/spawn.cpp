@@ -2,6 +2,7 @@
 #include "actors/spawn.hpp"
 
 #include <unistd.h>
+#include <chrono>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include "actors/remote_connector.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "gpu/devices.hpp"
+#include "grammar/grammar_compiler.hpp"
 #include "gpu/placement.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
@@ -45,7 +47,19 @@ struct model_files {
   int32_t seq_len = 0;
   /// What the spec names: shape, stored dtype, end ids.
   model::model_info info;
+  /// Compiles requests' output formats against the model's vocabulary: the tokenizer workers'
+  /// and the executors' (for requests that arrive uncompiled from a remote batcher).
+  std::shared_ptr<const grammar::grammar_compiler> grammars;
 };
+
+grammar::compile_limits compile_limits_of(const config::structured_outputs& c) {
+  grammar::compile_limits l;
+  l.timeout = std::chrono::milliseconds{c.compile_timeout_ms};
+  l.max_compiling = int32_t(c.max_compiling);
+  l.max_spec_bytes = std::size_t(c.max_spec_kb) << 10;
+  l.cache_bytes = int64_t(c.cache_mb) << 20;
+  return l;
+}
 
 expected<model_files> open_model(const config::pipeline& cfg) {
   model_files out;
@@ -68,6 +82,8 @@ expected<model_files> open_model(const config::pipeline& cfg) {
                                           " tokens but model " + out.model_spec + " has " +
                                           std::to_string(shape->vocab_size));
   out.tokenizer = std::move(*tokenizer);
+  out.grammars = std::make_shared<const grammar::grammar_compiler>(
+      *out.tokenizer, shape->vocab_size, compile_limits_of(cfg.structured_outputs));
   out.seq_len = shape->seq_len;
   out.info = std::move(*info);
   return out;
@@ -191,6 +207,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     plan.min_prompt_tokens = e.min_prefill_tokens;
     core->set_step_plan_options(plan);
     core->set_device(device);
+    core->set_grammar_compiler(files.grammars);
     cores.push_back(std::move(core));
   }
   const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));
@@ -246,7 +263,8 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   h.executors = std::move(group->executors);
   h.tokenizer = files->tokenizer;
   h.tokenizers =
-      spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer, h.context);
+      spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer, h.context,
+                           files->grammars);
   batcher_settings bs;
   auto policy = pipeline::parse_policy(cfg.batcher.policy);
   bs.options.policy = policy ? *policy : pipeline::policy_kind::continuous;

@@ -8,9 +8,9 @@
 
 namespace conveyor {
 
-tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
-                                                std::shared_ptr<const tokenizers::tokenizer> tokenizer,
-                                                int32_t context) {
+tokenizer_actor::behavior_type tokenizer_worker(
+    tokenizer_actor::pointer, std::shared_ptr<const tokenizers::tokenizer> tokenizer,
+    int32_t context, std::shared_ptr<const grammar::grammar_compiler> grammars) {
   return {
       [=](atom::encode, generate_request& req) -> caf::result<sequence_request> {
         sequence_request seq;
@@ -47,6 +47,17 @@ tokenizer_actor::behavior_type tokenizer_worker(tokenizer_actor::pointer,
                                                                 std::to_string(vocab - 1) + ")"));
         if (auto problem = pipeline::check_context(seq.prompt.size(), seq.params.max_tokens, context))
           return to_caf_error(make_error(ec::prompt_too_long, std::move(*problem)));
+        // The output format, compiled here, off the executors' step loops (or taken from the
+        // compiler's cache).
+        if (seq.params.constraint.active()) {
+          if (!grammars)
+            return to_caf_error(make_error(ec::bad_request, "'" + seq.params.constraint.field +
+                                                                "': this pipeline compiles no "
+                                                                "output formats"));
+          auto compiled = grammars->compile(seq.params.constraint);
+          if (!compiled) return to_caf_error(std::move(compiled).error());
+          seq.grammar = std::move(*compiled);
+        }
         return seq;
       },
   };
@@ -78,10 +89,13 @@ tokenizer_actor::behavior_type tokenizer_pool(
 
 tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
                                      std::shared_ptr<const tokenizers::tokenizer> tokenizer,
-                                     int32_t context) {
+                                     int32_t context,
+                                     std::shared_ptr<const grammar::grammar_compiler> grammars) {
   std::vector<tokenizer_actor> pool;
+  // Detached: a worker waiting for a grammar's compilation holds its own thread, not one of the
+  // scheduler's.
   for (size_t i = 0; i < std::max<size_t>(1, workers); ++i)
-    pool.push_back(system.spawn(tokenizer_worker, tokenizer, context));
+    pool.push_back(system.spawn<caf::detached>(tokenizer_worker, tokenizer, context, grammars));
   return system.spawn(tokenizer_pool, std::move(pool));
 }
 

@@ -72,6 +72,19 @@ struct kv_cache {
   bool prefix_caching = true;
 };
 
+/// `[structured_outputs]`: how requests' output formats (JSON schemas, regexes, choices,
+/// grammars, tool calls) are compiled into token masks.
+struct structured_outputs {
+  /// How long a request waits for its format's compilation before it is refused (400).
+  int64_t compile_timeout_ms = 10000;
+  /// Compilations at once (those past their time limit included); one more is refused.
+  int64_t max_compiling = 4;
+  /// KiB of one schema, regex or grammar (or of a choice list's strings).
+  int64_t max_spec_kb = 256;
+  /// MiB of compiled formats kept for reuse, least recently used dropped first.
+  int64_t cache_mb = 256;
+};
+
 /// One entry of `[[executors]]`: an actor that owns the model on one device.
 struct executor {
   /// "cpu", "cuda" (the first GPU) or "cuda:N".
@@ -203,6 +216,8 @@ struct pipeline {
   config::tokenizer tokenizer;
   /// `[kv_cache]`.
   config::kv_cache kv_cache;
+  /// `[structured_outputs]`.
+  config::structured_outputs structured_outputs;
   /// `executors = "auto"`: one executor per visible GPU, else one CPU executor, each with the
   /// defaults of `executor`. When set, `executors` is empty.
   bool auto_executors = true;

@@ -199,6 +199,15 @@ void fields(V& v, S& x) {
   v("prefix_caching", x.prefix_caching, any());
 }
 
+/// The keys of `[structured_outputs]`.
+template <class V, class S, if_is<S, structured_outputs> = 0>
+void fields(V& v, S& x) {
+  v("compile_timeout_ms", x.compile_timeout_ms, between(1, 3600000));
+  v("max_compiling", x.max_compiling, between(1, 1024));
+  v("max_spec_kb", x.max_spec_kb, between(1, 1 << 20));
+  v("cache_mb", x.cache_mb, between(0, max_int32));
+}
+
 /// The keys of one `[[executors]]` table.
 template <class V, class S, if_is<S, executor> = 0>
 void fields(V& v, S& x) {
@@ -281,6 +290,7 @@ void sections(V& v, P& x) {
   v.section("tokenizer", x.tokenizer);
   v.executor_list(x.auto_executors, x.executors);
   v.section("kv_cache", x.kv_cache);
+  v.section("structured_outputs", x.structured_outputs);
   v.section("cluster", x.cluster);
   v.section("batcher", x.batcher);
   v.section("generation", x.generation);

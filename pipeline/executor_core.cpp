@@ -35,7 +35,7 @@ void executor_core::set_clock(std::function<stamp()> clock) {
 
 std::unique_ptr<sequence> executor_core::make_sequence(sequence_request req) const {
   output_state output = outputs_.start(req);
-  token_sampler sampler{req.params, req.prompt, output.end_ids};
+  token_sampler sampler{req.params, req.prompt, output.end_ids, req.grammar};
   return std::make_unique<sequence>(std::move(req), std::move(sampler), std::move(output));
 }
 
@@ -54,6 +54,23 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       out.results.push_back(make_failure(req.id, outcome::failed, ec::bad_request,
                                          "the prompt has no tokens", req.times, 0));
       continue;
+    }
+    // A constraint that arrived uncompiled (from another machine, or from an embedder that
+    // bypasses the tokenizers) is compiled here; the cache makes a repeated one cheap.
+    if (req.params.constraint.active() && !req.grammar) {
+      auto compiled = grammars_ ? grammars_->compile(req.params.constraint)
+                                : expected<std::shared_ptr<const grammar::compiled_grammar>>{
+                                      make_error(ec::bad_request,
+                                                 "executor " + name_ +
+                                                     " has no grammar compiler for '" +
+                                                     req.params.constraint.field + "'")};
+      if (!compiled) {
+        out.results.push_back(make_failure(req.id, outcome::rejected, code_of(compiled.error()),
+                                           message_of(compiled.error()), req.times,
+                                           int32_t(req.prompt.size())));
+        continue;
+      }
+      req.grammar = std::move(*compiled);
     }
     scheduler_.admit(make_sequence(std::move(req)), now);
   }
@@ -122,6 +139,13 @@ void executor_core::run_step(step_output& out) {
 void executor_core::sample(sequence& s, const float* logits, int32_t vocab, stamp now,
                            step_output& out) {
   sampled_token picked = s.sampler.sample(logits, vocab, scratch_row_);
+  if (picked.format_broken) {
+    outputs_.finish(s, outcome::failed, finish_reason::none, ec::internal,
+                    "the output format refused token " + std::to_string(picked.token) +
+                        ", which its own mask allowed",
+                    out);
+    return;
+  }
   // The next step feeds the token to the model, unless it ends the sequence.
   if (!output_processor::is_end_token(s, picked.token)) s.schedule.next_token = picked.token;
   outputs_.emit(s, std::move(picked), now, out);

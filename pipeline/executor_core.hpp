@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar_compiler.hpp"
 #include "model/causal_lm.hpp"
 #include "pipeline/output_processor.hpp"
 #include "pipeline/request.hpp"
@@ -44,6 +45,12 @@ class executor_core {
 
   /// The model.
   const model::causal_lm& model() const { return *model_; }
+
+  /// The compiler of requests' output formats that arrive uncompiled (from a remote batcher);
+  /// without one such requests are rejected.
+  void set_grammar_compiler(std::shared_ptr<const grammar::grammar_compiler> compiler) {
+    grammars_ = std::move(compiler);
+  }
 
   /// Sequences this executor can take now (0 while a static batch runs).
   int32_t free_slots() const { return scheduler_.free_slots(); }
@@ -114,6 +121,7 @@ class executor_core {
   std::string device_;
   std::function<stamp()> clock_ = now_stamp;
   std::unique_ptr<model::causal_lm> model_;
+  std::shared_ptr<const grammar::grammar_compiler> grammars_;
   scheduler scheduler_;
   output_processor outputs_;
   /// The processed copy of a row of logits (logit processing), reused across sequences.

@@ -114,7 +114,7 @@ void output_processor::emit(sequence& s, sampled_token picked, stamp now, step_o
     chunk.tokens.push_back(picked.token);
     if (scored) chunk.logprobs.push_back(std::move(*scored));
   }
-  if (o.stops.stopped()) {
+  if (o.stops.stopped() || picked.format_complete) {
     finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);
   } else if (o.generated >= s.req.params.max_tokens || s.schedule.position + 1 >= context_) {
     finish(s, outcome::finished, finish_reason::length, ec::none, {}, out);

@@ -68,7 +68,8 @@ class output_processor {
   void complete_prompt(sequence& s, stamp now, step_output& out);
 
   /// `picked` was sampled for `s` at `now`: its text and log-probabilities go out, or it ends
-  /// `s` (an end id, a stop string, max_tokens, the end of the context).
+  /// `s` (an end id, a stop string, a complete output format, max_tokens, the end of the
+  /// context).
   void emit(sequence& s, sampled_token picked, stamp now, step_output& out);
 
   /// Ends `s` with `how` (nothing when it has ended already), reporting its result and timing.

@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
 
 #include "common/error.hpp"
+#include "grammar/compiled_grammar.hpp"
 #include "pipeline/timing.hpp"
 #include "sampling/sampling_params.hpp"
 
@@ -99,6 +101,9 @@ struct sequence_request {
   request_times times;
   /// Tokens queued before this one arrived; ties of priority go first-come first-served.
   uint64_t sequence_number = 0;
+  /// `params.constraint` compiled, when it is active: by a tokenizer worker in this process.
+  /// Never sent to another machine: a remote executor compiles the constraint on arrival.
+  std::shared_ptr<const grammar::compiled_grammar> grammar;
 
   /// The tokens this request can occupy: prompt plus its generation limit.
   int64_t token_cost() const { return int64_t(prompt.size()) + params.max_tokens; }

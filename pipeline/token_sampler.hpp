@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "grammar/token_matcher.hpp"
 #include "pipeline/request.hpp"
 #include "sampling/logit_processor.hpp"
 #include "sampling/logprobs.hpp"
@@ -20,12 +21,20 @@ struct sampled_token {
   /// Its log-probabilities under the distribution it was drawn from, when the sequence asks
   /// for them.
   std::optional<sampling::token_scores> scores;
+  /// The sequence's output format is complete with this token and allows nothing more: the
+  /// sequence ends here ("stop").
+  bool format_complete = false;
+  /// The format refused the token its own mask allowed (a defect of the engine): the sequence
+  /// cannot go on and ends failed.
+  bool format_broken = false;
 };
 
-/// Picks the tokens of one sequence, one row of logits at a time: logit processing (penalties,
-/// bias, min_tokens) on a copy of the row, then the sampler with the sequence's own generator,
-/// so that what it picks never depends on the batch. One instance per sequence; only the
-/// executor's thread touches it.
+/// Picks the tokens of one sequence, one row of logits at a time, on a copy of the row: the
+/// mask of its output format (structured outputs) first, then logit processing (penalties,
+/// bias, min_tokens), then the sampler with the sequence's own generator, so that what it picks
+/// never depends on the batch. The log-probabilities are those of the masked, processed row.
+/// One instance per sequence; only the executor's thread touches it (the format's next mask may
+/// be computed on another thread between two `sample` calls: `matcher()`).
 class token_sampler {
  public:
   /// A sampler drawing as `params` says, after the logit processing `params` asks for (none
@@ -35,6 +44,12 @@ class token_sampler {
   /// log-probability and that many alternatives (at most max_top_logprobs).
   token_sampler(const sampling::sampling_params& params, const std::vector<int32_t>& prompt,
                 const std::vector<int32_t>& end_ids);
+
+  /// The same, for a sequence whose output follows `format` (null: free), ending on `end_ids`
+  /// where the format may end. The first mask is computed here.
+  token_sampler(const sampling::sampling_params& params, const std::vector<int32_t>& prompt,
+                const std::vector<int32_t>& end_ids,
+                std::shared_ptr<const grammar::compiled_grammar> format);
 
   /// Picks the next token from `logits`, the row of `vocab` logits after the sequence's last
   /// token; `logits` is left as it is, the processed copy is made in `scratch`. The
@@ -46,13 +61,27 @@ class token_sampler {
   const sampling::sampling_params& params() const { return sampler_.params(); }
 
   /// Whether rows are processed before sampling.
-  bool processes_logits() const { return processor_ != nullptr; }
+  bool processes_logits() const { return processor_ != nullptr || matcher_ != nullptr; }
+
+  /// The matcher of the output format; null for a free sequence. After each `sample` that did
+  /// not end the sequence, its `update_mask` must run before the next `sample`: `sample` runs it
+  /// itself unless `defer_masks` was called.
+  const std::shared_ptr<grammar::token_matcher>& matcher() const { return matcher_; }
+
+  /// Leaves `update_mask` after each token to the caller (the executor computes the masks of a
+  /// step's sequences while the model computes the next step).
+  void defer_masks() { defer_masks_ = true; }
 
  private:
   sampling::sampler sampler_;
   /// Null when the sequence asks for no logit processing.
   std::unique_ptr<sampling::logit_processor> processor_;
   int32_t top_logprobs_ = -1;
+  /// Null when the sequence's output is free. A shared_ptr keeps it alive for a mask
+  /// computation in flight when the sequence ends.
+  std::shared_ptr<grammar::token_matcher> matcher_;
+  std::vector<int32_t> end_ids_;
+  bool defer_masks_ = false;
 };
 
 

@@ -5,7 +5,9 @@
 #
 #   scripts/gpu-check.sh --prepare   HERE, on a Debian 12 machine with apt: downloads the .deb
 #                                    files of every dependency but torch into .gpu-check/debs
-#                                    (git-ignored, about 34 MiB) to carry to the GPU machine
+#                                    (git-ignored, about 34 MiB) to carry to the GPU machine,
+#                                    and fetches xgrammar's source into third_party/xgrammar
+#                                    (git-ignored, 2 MiB; carried too)
 #   scripts/gpu-check.sh [--skip-bench] [--jobs N]
 #                                    THERE: unpacks the .deb files with dpkg -x (nothing is
 #                                    installed system-wide), builds against python3's torch with
@@ -18,7 +20,8 @@
 #
 # With the device tool, from the repository root here:
 #   scripts/gpu-check.sh --prepare
-#   run(command="scripts/gpu-check.sh", carry=[".gpu-check/debs"], timeout_s=600)
+#   run(command="scripts/gpu-check.sh", carry=[".gpu-check/debs", "third_party/xgrammar"],
+#       timeout_s=600)
 # Exit status: 0 when the build, the GPU tests and the served request passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +64,8 @@ if [ $prepare = 1 ]; then
   count=$(find "$work/debs" -name '*.deb' | wc -l)
   [ "$count" = ${#debs[@]} ] || die "downloaded $count of ${#debs[@]} .deb files"
   log "$count .deb files, $(du -sh "$work/debs" | cut -f1) in $work/debs: carry .gpu-check/debs"
+  scripts/fetch-xgrammar.sh
+  log "xgrammar's source in third_party/xgrammar: carry it too"
   exit 0
 fi
 

@@ -4,7 +4,7 @@
 #   scripts/setup.sh --tests    also what the test suite needs (GoogleTest, curl, and the
 #                               openai Python package from PyPI in the virtual environment
 #                               tools/venv, pinned in tools/requirements-tests.txt)
-# Packages come from Debian's archive only, except that one test client from PyPI.
+# Packages come from Debian's archive, except the test clients and xgrammar's source from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,6 +66,9 @@ then
   tools/venv/bin/pip install --quiet --disable-pip-version-check -r tools/requirements-tests.txt >&2
   cp tools/requirements-tests.txt tools/venv/requirements-tests.txt
 fi
+
+# xgrammar's source (structured outputs), built with the project: from PyPI, pinned.
+scripts/fetch-xgrammar.sh
 
 # Paths relative to the checkout, so that ccache hits across clones in other folders.
 export CCACHE_BASEDIR="$PWD"

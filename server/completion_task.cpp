@@ -32,6 +32,8 @@ std::optional<std::string> completion_task::submit(
   for (std::size_t i = 0; i < requests.size() && i < choices_.size(); ++i) {
     auto& choice = choices_[i];
     choice.echo = requests[i].params.echo;
+    if (requests[i].params.constraint.active())
+      choice.format_field = requests[i].params.constraint.field;
     // A token-id prompt echoes as its text (what /detokenize gives).
     if (choice.echo)
       choice.echo_text = requests[i].prompt_tokens.empty()
@@ -219,7 +221,11 @@ task_output completion_task::on_step(std::size_t index, completion_step step, st
     case completion_step::end_kind::failed:
       choices_[index].done = true;
       choices_[index].handle.reset();
-      out.failure = task_failure{step.code, std::move(step.message)};
+      out.failure = task_failure{step.code, std::move(step.message), {}};
+      // The pipeline names an output format it could not compile by its field: "'x': ...".
+      if (const auto& field = choices_[index].format_field;
+          !field.empty() && out.failure->message.rfind("'" + field + "':", 0) == 0)
+        out.failure->param = field;
       break;
   }
   return out;

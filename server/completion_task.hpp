@@ -24,6 +24,9 @@ struct task_failure {
   ec code{};
   /// The backend's message, for humans.
   std::string message;
+  /// The request field it is about, when the backend's message names one the server knows (the
+  /// field of an output format the engine could not compile); empty otherwise.
+  std::string param;
 };
 
 /// What the client gets after one backend step.
@@ -106,6 +109,8 @@ class completion_task {
     bool role_sent = false;
     // A stream event of this choice was written.
     bool opened = false;
+    // The field of the choice's output format (structured outputs); empty for free text.
+    std::string format_field;
     // -- log-probabilities and echo --
     // The prompt to send back before the completion (`echo`), until it was sent.
     bool echo = false;

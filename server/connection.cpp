@@ -116,7 +116,7 @@ class http_connection final : public connection,
     auto out = task->on_step(index, std::move(step), streams_.buffer());
     if (out.failure) {
       if (!queue_events(out.event_count)) return;
-      fail_task(out.failure->code, out.failure->message);
+      fail_task(out.failure->code, out.failure->message, out.failure->param);
       return;
     }
     deliver(std::move(out));
@@ -404,7 +404,7 @@ class http_connection final : public connection,
 
   // Ends the task with an error: cancels its other choices and tells the client, as an HTTP
   // error when nothing was sent yet, else as a last stream event.
-  void fail_task(ec code, const std::string& message) {
+  void fail_task(ec code, const std::string& message, const std::string& param = {}) {
     if (task_) task_->cancel();
     auto info = to_http_error(code);
     if (code != ec::cancelled)
@@ -412,7 +412,7 @@ class http_connection final : public connection,
     if (streams_.started()) {
       auto& sse = streams_.buffer();
       sse += "data: ";
-      sse += render_error(message, info.type, "", to_string(code));
+      sse += render_error(message, info.type, param, to_string(code));
       sse += "\n\n";
       if (!queue_events(1)) return;
       end_task();
@@ -420,7 +420,7 @@ class http_connection final : public connection,
       return;
     }
     end_task();
-    respond_ec(code, message);
+    respond_ec(code, message, param);
   }
 
   void end_task() {
@@ -458,9 +458,9 @@ class http_connection final : public connection,
     respond_error(a.status, a.type, a.message, a.param, a.code, 0, a.extra);
   }
 
-  void respond_ec(ec code, const std::string& message) {
+  void respond_ec(ec code, const std::string& message, const std::string& param = {}) {
     auto info = to_http_error(code);
-    respond_error(info.status, info.type, message, "", to_string(code), info.retry_after_s);
+    respond_error(info.status, info.type, message, param, to_string(code), info.retry_after_s);
   }
 
   // After `events` stream events were written into the stream buffer: starts the stream (its

@@ -21,7 +21,8 @@ constexpr std::string_view shared_fields[] = {
     "use_beam_search", "length_penalty", "include_stop_str_in_output", "skip_special_tokens",
     "spaces_between_special_tokens", "truncate_prompt_tokens", "allowed_token_ids", "bad_words",
     "prompt_logprobs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-    "guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "echo",
+    "guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "structured_outputs",
+    "echo",
     "add_special_tokens", "response_format", "request_id", "return_tokens_as_token_ids",
     // Conveyor
     "priority", "timeout"};
@@ -75,21 +76,14 @@ void refuse_unapplied(const json& obj, api_kind kind) {
   if (!absent_or(obj, "spaces_between_special_tokens", true))
     refuse("spaces_between_special_tokens", "is not supported");
   for (const char* name :
-       {"truncate_prompt_tokens", "prompt_logprobs", "guided_json", "guided_regex", "guided_choice",
-        "guided_grammar", "structural_tag", "guided_decoding_backend", "guided_whitespace_pattern"})
+       {"truncate_prompt_tokens", "prompt_logprobs", "structural_tag", "guided_decoding_backend",
+        "guided_whitespace_pattern"})
     if (find(obj, name)) refuse(name, "is not supported");
   for (const char* name : {"allowed_token_ids", "bad_words"})
     if (!absent_or_empty(obj, name)) refuse(name, "is not supported");
   if (!absent_or(obj, "return_tokens_as_token_ids", false))
     refuse("return_tokens_as_token_ids", "is not supported");
-  if (kind == api_kind::completions) {
-    if (auto* f = find(obj, "response_format")) {
-      auto* type = f->is_object() ? find(*f, "type") : nullptr;
-      if (!type || *type != "text")
-        refuse("response_format", "other than {\"type\": \"text\"} is not supported");
-    }
-    return;
-  }
+  if (kind == api_kind::completions) return;
   // Chat: OpenAI's fields beyond plain text.
   if (auto* c = find(obj, "tool_choice"); c && !(*c == "none" || *c == "auto"))
     refuse("tool_choice", "other than \"none\" or \"auto\" is not supported (no tool calls)");

@@ -9,6 +9,7 @@
 
 #include "server/chunk_writer.hpp"
 #include "server/field_policy.hpp"
+#include "server/format_fields.hpp"
 #include "server/request_fields.hpp"
 
 namespace conveyor::server {
@@ -222,7 +223,9 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
   json obj;
   if (auto err = parse_json_object(body, obj)) return *err;
   try {
-    return parse_object(obj, defaults, max_prompts, max_n);
+    auto result = parse_object(obj, defaults, max_prompts, max_n);
+    keep_schema_order(body, result.requests);
+    return result;
   } catch (const field_error& e) {
     return body_error{e.message, e.param};
   }

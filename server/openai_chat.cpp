@@ -5,6 +5,7 @@
 #include "chat/chat_template.hpp"
 #include "common/error.hpp"
 #include "server/field_policy.hpp"
+#include "server/format_fields.hpp"
 #include "server/openai.hpp"
 #include "server/request_fields.hpp"
 
@@ -74,11 +75,6 @@ void refuse_unsupported_chat(const json& obj) {
   for (const char* name : {"tools", "functions"})
     if (auto* t = find(obj, name); t && !(t->is_array() && t->empty()))
       fail(name, detail::quoted(name) + " is not supported (no tool calls)");
-  if (auto* f = find(obj, "response_format")) {
-    auto* type = f->is_object() ? find(*f, "type") : nullptr;
-    if (!type || *type != "text")
-      fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
-  }
 }
 
 completion_body parse_chat_object(const json& obj, const completion_defaults& defaults,
@@ -128,7 +124,9 @@ std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
   json obj;
   if (auto err = parse_json_object(body, obj)) return *err;
   try {
-    return parse_chat_object(obj, defaults, tmpl, max_n);
+    auto result = parse_chat_object(obj, defaults, tmpl, max_n);
+    keep_schema_order(body, result.requests);
+    return result;
   } catch (const field_error& e) {
     return body_error{e.message, e.param};
   }

@@ -6,6 +6,7 @@
 
 #include "common/deadline.hpp"
 #include "common/sampling.hpp"
+#include "server/format_fields.hpp"
 
 namespace conveyor::server::detail {
 
@@ -162,6 +163,7 @@ completion_request parse_sampling(const json& obj, const completion_defaults& de
     proto.timeout_s = *timeout;
   }
   parse_logit_fields(obj, defaults, proto);
+  proto.params.constraint = parse_output_format(obj);
   return proto;
 }
 

@@ -186,7 +186,8 @@ def refusals(client, base_url):
             tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
         "response_format": lambda: client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hi"}],
-            response_format={"type": "json_object"}),
+            response_format={"type": "json_schema", "json_schema": {
+                "name": "bad", "schema": {"type": "object", "properties": {"a": {"$ref": "#/x"}}}}}),
         "chat.logit_bias.600": lambda: client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hi"}], logit_bias={"600": 1}),
     }

@@ -164,11 +164,27 @@ TEST(server_sampling_fields, refused_values_name_their_field) {
       // Fields Conveyor does not apply, when they ask for more than the plain behaviour.
       {R"({"prompt": "p", "min_p": 0.1})", "min_p"},
       {R"({"prompt": "p", "use_beam_search": true})", "use_beam_search"},
-      {R"({"prompt": "p", "guided_json": {}})", "guided_json"},
+      {R"({"prompt": "p", "guided_json": 5})", "guided_json"},
+      {R"({"prompt": "p", "structured_outputs": {"regex": "a", "choice": ["b"]}})",
+       "structured_outputs"},
+      {R"({"prompt": "p", "structured_outputs": {"choice": []}})", "structured_outputs.choice"},
+      {R"({"prompt": "p", "structured_outputs": {"choice": ["a", 1]}})",
+       "structured_outputs.choice"},
+      {R"({"prompt": "p", "structured_outputs": {"regex": ""}})", "structured_outputs.regex"},
+      {R"({"prompt": "p", "structured_outputs": {"structural_tag": "x"}})",
+       "structured_outputs.structural_tag"},
+      {R"({"prompt": "p", "structured_outputs": {"json": "not json"}})",
+       "structured_outputs.json"},
+      {R"({"prompt": "p", "structured_outputs": {"regex": "a"}, "guided_regex": "b"})",
+       "guided_regex"},
       {R"({"prompt": "p", "allowed_token_ids": [1]})", "allowed_token_ids"},
       {R"({"prompt": "p", "include_stop_str_in_output": true})", "include_stop_str_in_output"},
       {R"({"prompt": "p", "skip_special_tokens": false})", "skip_special_tokens"},
-      {R"({"prompt": "p", "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"prompt": "p", "response_format": {"type": "xml"}})", "response_format.type"},
+      {R"({"prompt": "p", "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema"},
+      {R"({"prompt": "p", "response_format": {"type": "json_schema", "json_schema": {"schema": 1}}})",
+       "response_format.json_schema.schema"},
       {R"({"prompt": "p", "prompt_logprobs": 1})", "prompt_logprobs"},
   };
   for (const auto& c : cases) {
@@ -191,6 +207,46 @@ TEST(server_sampling_fields, plain_values_of_unapplied_fields_are_accepted) {
       "include_stop_str_in_output": false, "length_penalty": 1})");
 }
 
+TEST(server_sampling_fields, output_formats_become_the_requests_constraint) {
+  using kind = sampling::structured_output::kind;
+  auto constraint = [](const std::string& fields) {
+    return parse_ok(R"({"prompt": "p", )" + fields + "}").requests.at(0).params.constraint;
+  };
+  EXPECT_FALSE(constraint(R"("response_format": {"type": "text"})").active());
+  auto c = constraint(R"("response_format": {"type": "json_object"})");
+  EXPECT_EQ(c.type, kind::json_schema);
+  EXPECT_EQ(c.text, R"({"type":"object"})");
+  EXPECT_EQ(c.field, "response_format");
+  c = constraint(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n",
+      "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}})");
+  EXPECT_EQ(c.type, kind::json_schema);
+  EXPECT_EQ(c.text, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  // The properties keep the client's order (the output writes them in that order).
+  c = constraint(R"("structured_outputs": {"json": {"properties": {"z": {}, "a": {}}, "type": "object"}})");
+  EXPECT_EQ(c.text, R"({"properties":{"z":{},"a":{}},"type":"object"})");
+  c = constraint(R"("structured_outputs": {"json": "{\"type\": \"array\"}"})");
+  EXPECT_EQ(c.type, kind::json_schema);
+  EXPECT_EQ(c.text, R"({"type":"array"})");
+  EXPECT_EQ(c.field, "structured_outputs.json");
+  c = constraint(R"("structured_outputs": {"regex": "[a-z]+", "choice": null})");
+  EXPECT_EQ(c.type, kind::regex);
+  EXPECT_EQ(c.text, "[a-z]+");
+  EXPECT_EQ(c.field, "structured_outputs.regex");
+  c = constraint(R"("structured_outputs": {"choice": ["yes", "no"]})");
+  EXPECT_EQ(c.type, kind::choice);
+  EXPECT_EQ(c.choices, (std::vector<std::string>{"yes", "no"}));
+  c = constraint(R"("structured_outputs": {"grammar": "root ::= \"a\""})");
+  EXPECT_EQ(c.type, kind::grammar);
+  EXPECT_EQ(c.text, R"(root ::= "a")");
+  c = constraint(R"("guided_choice": ["x"])");
+  EXPECT_EQ(c.type, kind::choice);
+  EXPECT_EQ(c.field, "guided_choice");
+  // Each choice of n gets the same constraint.
+  auto body = parse_ok(R"({"prompt": "p", "n": 2, "structured_outputs": {"regex": "a"}})");
+  ASSERT_EQ(body.requests.size(), 2u);
+  EXPECT_EQ(body.requests[1].params.constraint.text, "a");
+}
+
 TEST(server_sampling_fields, chat_refuses_what_it_does_not_apply) {
   struct bad_case {
     const char* extra;
@@ -199,7 +255,7 @@ TEST(server_sampling_fields, chat_refuses_what_it_does_not_apply) {
   const bad_case cases[] = {
       {R"("tools": [{"type": "function"}])", "tools"},
       {R"("tool_choice": "required")", "tool_choice"},
-      {R"("response_format": {"type": "json_object"})", "response_format"},
+      {R"("response_format": "json")", "response_format"},
       {R"("store": true)", "store"},
       {R"("audio": {"voice": "x"})", "audio"},
       {R"("modalities": ["text", "audio"])", "modalities"},

@@ -1,0 +1,137 @@
+#include "grammar/grammar_compiler.hpp"
+
+#include <exception>
+#include <string>
+
+#include <xgrammar/compiler.h>
+#include <xgrammar/tokenizer_info.h>
+
+#include "grammar/bounded_runner.hpp"
+#include "grammar/choice.hpp"
+#include "grammar/compiled_grammar_impl.hpp"
+
+namespace conveyor::grammar {
+
+namespace {
+
+// The vocabulary as xgrammar reads it (VocabType::RAW): each id's bytes in generated text;
+// "" marks ids that never appear inside a format (control tokens, ids past the tokenizer's).
+std::vector<std::string> raw_vocabulary(const tokenizers::tokenizer& tok, int32_t vocab_size) {
+  std::vector<std::string> vocab(static_cast<std::size_t>(vocab_size));
+  const int32_t n = std::min(vocab_size, tok.vocab_size());
+  for (int32_t id = 0; id < n; ++id) vocab[std::size_t(id)] = tok.token_bytes(id);
+  return vocab;
+}
+
+// xgrammar's message without the time, file and line it prefixes to it.
+std::string engine_message(const std::exception& e) {
+  std::string m = e.what();
+  if (!m.empty() && m[0] == '[') {
+    auto file = m.find(".cc:");
+    if (file == std::string::npos) file = m.find(".h:");
+    if (file != std::string::npos) {
+      auto colon = m.find(": ", file);
+      if (colon != std::string::npos) m = m.substr(colon + 2);
+    }
+  }
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
+const char* kind_name(sampling::structured_output::kind k) {
+  using kind = sampling::structured_output::kind;
+  switch (k) {
+    case kind::json_schema: return "the JSON schema";
+    case kind::regex: return "the regular expression";
+    case kind::choice: return "the choice list";
+    case kind::grammar: return "the grammar";
+    case kind::none: break;
+  }
+  return "the constraint";
+}
+
+}  // namespace
+
+struct grammar_compiler::impl {
+  impl(const tokenizers::tokenizer& tok, int32_t vocab, compile_limits l)
+      : limits(l),
+        vocab_size(vocab),
+        compiler(xgrammar::TokenizerInfo(raw_vocabulary(tok, vocab), xgrammar::VocabType::RAW,
+                                         vocab),
+                 l.threads, true, l.cache_bytes),
+        runner(l.timeout, l.max_compiling) {}
+
+  compile_limits limits;
+  int32_t vocab_size;
+  /// Thread-safe; its cache is keyed by the source text and options.
+  xgrammar::GrammarCompiler compiler;
+  bounded_runner runner;
+};
+
+grammar_compiler::grammar_compiler(const tokenizers::tokenizer& tokenizer, int32_t vocab_size,
+                                   compile_limits limits)
+    : impl_(std::make_shared<impl>(tokenizer, vocab_size, limits)) {}
+
+grammar_compiler::~grammar_compiler() = default;
+
+int32_t grammar_compiler::vocab_size() const { return impl_->vocab_size; }
+
+int64_t grammar_compiler::cache_bytes() const { return impl_->compiler.GetCacheSizeBytes(); }
+
+const compile_limits& grammar_compiler::limits() const { return impl_->limits; }
+
+expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
+    const sampling::structured_output& c) const {
+  using kind = sampling::structured_output::kind;
+  const std::string field = "'" + c.field + "'";
+  auto refuse = [&](const std::string& why) { return make_error(ec::bad_request, field + ": " + why); };
+  const auto& l = impl_->limits;
+  if (c.type == kind::none) return refuse("no constraint to compile");
+  std::size_t bytes = c.text.size();
+  if (c.type == kind::choice) {
+    if (c.choices.empty()) return refuse("the choice list is empty");
+    if (c.choices.size() > l.max_choices)
+      return refuse("the choice list has " + std::to_string(c.choices.size()) +
+                    " strings, more than the " + std::to_string(l.max_choices) + " allowed");
+    bytes = 0;
+    for (const auto& s : c.choices) bytes += s.size();
+  }
+  if (bytes > l.max_spec_bytes)
+    return refuse(std::string{kind_name(c.type)} + " has " + std::to_string(bytes) +
+                  " bytes, more than the " + std::to_string(l.max_spec_bytes) +
+                  " allowed (structured_outputs.max_spec_bytes)");
+  // Compiled on a thread of the runner; the impl outlives a compilation past its time limit.
+  auto self = impl_;
+  const auto spec = c;
+  std::function<expected<std::shared_ptr<const compiled_grammar>>()> job =
+      [self, spec, refuse_prefix = field]() -> expected<std::shared_ptr<const compiled_grammar>> {
+    try {
+      auto p = std::make_shared<compiled_grammar::impl>(compiled_grammar::impl{
+          [&] {
+            switch (spec.type) {
+              case kind::json_schema:
+                // Compact, as json.dumps writes: no whitespace runs for a model to get lost in.
+                return self->compiler.CompileJSONSchema(spec.text, false);
+              case kind::regex: return self->compiler.CompileRegex(spec.text);
+              case kind::choice: return self->compiler.CompileGrammar(choice_ebnf(spec.choices));
+              case kind::grammar: return self->compiler.CompileGrammar(spec.text);
+              case kind::none: break;
+            }
+            throw std::invalid_argument("no constraint");
+          }(),
+          self->vocab_size});
+      return std::make_shared<const compiled_grammar>(std::move(p));
+    } catch (const std::exception& e) {
+      return make_error(ec::bad_request, refuse_prefix + ": " + kind_name(spec.type) +
+                                             " cannot be compiled: " + engine_message(e));
+    }
+  };
+  return impl_->runner.run<std::shared_ptr<const compiled_grammar>>(
+      "'" + c.field + "': compiling " + kind_name(c.type), std::move(job));
+}
+
+std::size_t compiled_grammar::memory_bytes() const {
+  return impl_->compiled.MemorySizeBytes();
+}
+
+}  // namespace conveyor::grammar
