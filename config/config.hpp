@@ -40,6 +40,11 @@ struct model {
   /// or tokenizer_config.json's "chat_template" beside its tokenizer); a model without one then
   /// gets chat refused (400).
   std::string chat_template;
+  /// The parser of the model's tool calls, which reads its answers to chat requests with
+  /// tools and tool_choice "auto": "hermes" (Hermes, Qwen2.5: `<tool_call>` blocks) or
+  /// "llama3_json" (Llama 3.x: JSON objects); empty refuses tool_choice "auto" (400), as vLLM
+  /// needs --tool-call-parser.
+  std::string tool_call_parser;
   /// The number format executors compute in: "auto" (f32 on a CPU; bf16 on a GPU when the
   /// weights are stored in bf16 or f16, else f32), "f32" or "bf16".
   std::string dtype = "auto";

@@ -119,6 +119,11 @@ std::string check_dtype(std::string_view value) {
   return "must be 'auto', 'f32' or 'bf16', got '" + std::string{value} + "'";
 }
 
+std::string check_tool_call_parser(std::string_view value) {
+  if (value.empty() || value == "hermes" || value == "llama3_json") return {};
+  return "must be '', 'hermes' or 'llama3_json', got '" + std::string{value} + "'";
+}
+
 std::string check_device(std::string_view value) {
   if (value == "cpu" || value == "cuda") return {};
   constexpr std::string_view cuda = "cuda:";

@@ -176,6 +176,34 @@ void chunk_writer::append_chunk(std::string& out, std::size_t index, std::string
   out += tail_;
 }
 
+void chunk_writer::append_tool_call_chunk(std::string& out, std::size_t index, std::size_t call,
+                                          std::string_view id, std::string_view name,
+                                          std::string_view arguments,
+                                          const logprobs_part* logprobs) const {
+  // Keys in nlohmann::json's sorted order: function {arguments, name}, id, index, type.
+  out += "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":";
+  append_json_string(out, arguments);
+  if (!id.empty()) {
+    out += ",\"name\":";
+    append_json_string(out, name);
+    out += "},\"id\":";
+    append_json_string(out, id);
+    out += ",\"index\":";
+    append_integer(out, call);
+    out += ",\"type\":\"function\"}]},";
+  } else {
+    out += "},\"index\":";
+    append_integer(out, call);
+    out += "}]},";
+  }
+  append_finish_reason(out, std::nullopt);
+  out += ",\"index\":";
+  append_integer(out, index);
+  append_logprobs(out, kind_, logprobs);
+  out += "}]";
+  out += tail_;
+}
+
 void chunk_writer::append_role_chunk(std::string& out, std::size_t index) const {
   out += "{\"choices\":[{\"delta\":{\"content\":\"\",\"role\":\"assistant\"},"
          "\"finish_reason\":null,\"index\":";

@@ -42,6 +42,16 @@ class chunk_writer {
                     std::optional<std::string_view> finish_reason,
                     const logprobs_part* logprobs = nullptr) const;
 
+  /// Appends a chat chunk of choice `index` whose delta is a piece of tool call `call`
+  /// (OpenAI's `delta.tool_calls` [{index: call, ...}]): the call's first chunk carries `id`,
+  /// type "function", the function's `name` and the first piece of its `arguments` (maybe
+  /// empty); the others (`id` empty) carry only the next piece of the arguments. `logprobs` as
+  /// append_chunk's.
+  void append_tool_call_chunk(std::string& out, std::size_t index, std::size_t call,
+                              std::string_view id, std::string_view name,
+                              std::string_view arguments,
+                              const logprobs_part* logprobs = nullptr) const;
+
   /// Appends a chat stream's first chunk of choice `index`: delta {role: "assistant",
   /// content: ""}.
   void append_role_chunk(std::string& out, std::size_t index) const;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/text.hpp"
+#include "server/forced_tool_calls.hpp"
 
 namespace conveyor::server::detail {
 
@@ -50,6 +51,14 @@ std::optional<std::string> completion_task::submit(
     }
   }
   return std::nullopt;
+}
+
+void completion_task::read_tool_calls(const tool_call_reading& reading) {
+  for (auto& choice : choices_) {
+    choice.reader = make_tool_call_reader(reading);
+    choice.forced = reading.type == tool_call_reading::mode::named ||
+                    reading.type == tool_call_reading::mode::required;
+  }
 }
 
 bool completion_task::accepts(std::size_t index) const {
@@ -134,10 +143,43 @@ task_output completion_task::add_logprobs(std::size_t index, std::vector<token_l
   return out;
 }
 
+void completion_task::add_tool_events(std::size_t index,
+                                      const std::vector<chat::tool_call_event>& events,
+                                      task_output& out, std::string& sse) {
+  auto& choice = choices_[index];
+  for (const auto& e : events) {
+    const bool call = e.type == chat::tool_call_event::kind::call;
+    if (call && !e.name.empty()) {
+      ++choice.calls;
+      if (stream_) choice.call_ids.push_back(make_tool_call_id());
+    }
+    if (!stream_) continue;
+    if (!call && e.text.empty()) continue;
+    add_role(index, out, sse);
+    open_choice_event(index, out, sse);
+    if (call)
+      chunks_.append_tool_call_chunk(sse, index, e.index,
+                                     e.name.empty() ? std::string_view{} : choice.call_ids[e.index],
+                                     e.name, e.text, pending(index));
+    else
+      chunks_.append_chunk(sse, index, e.text, std::nullopt, pending(index));
+    close_event(sse);
+    if (choice.logprobs) choice.part = {};
+  }
+  if (!stream_) choice.parsed.add(events);
+}
+
 task_output completion_task::add_text(std::size_t index, std::string_view text, std::string& sse) {
   task_output out;
   if (!accepts(index)) return out;
   add_echo(index, out, sse);
+  if (auto& reader = choices_[index].reader) {
+    std::vector<chat::tool_call_event> events;
+    reader->feed(text, events);
+    if (!stream_) choices_[index].text += text;
+    add_tool_events(index, events, out, sse);
+    return out;
+  }
   if (!stream_) {
     choices_[index].text += text;
     return out;
@@ -158,6 +200,12 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
   auto& choice = choices_[index];
   choice.done = true;
   choice.handle.reset();
+  if (choice.reader) {
+    std::vector<chat::tool_call_event> events;
+    choice.reader->finish(events);
+    add_tool_events(index, events, out, sse);
+    if (choice.calls > 0 && finish_reason == "stop") finish_reason = "tool_calls";
+  }
   choice.finish_reason = std::move(finish_reason);
   choice.usage = usage;
   // The prompt's tokens count once, with its first choice, and so do those of them that were
@@ -193,6 +241,17 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
   for (auto& c : choices_) {
     results.push_back({std::move(c.text), std::move(c.finish_reason), c.usage});
     if (c.logprobs) results.back().logprobs = std::move(c.part);
+    if (!c.reader) continue;
+    // The whole answer of a choice whose text a reader read. A forced answer cut at its length
+    // is no call: its text is the content.
+    auto& result = results.back();
+    if (c.forced && result.finish_reason == "length") continue;
+    result.text = std::move(c.parsed.content);
+    if (c.calls == 0) continue;
+    result.null_content = result.text.empty();
+    for (auto& call : c.parsed.calls)
+      result.tool_calls.push_back(
+          {make_tool_call_id(), std::move(call.name), std::move(call.arguments)});
   }
   out.body = render_completion(meta_, results);
   return out;

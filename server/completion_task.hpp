@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/tool_call_parser.hpp"
 #include "server/backend.hpp"
 #include "server/chunk_writer.hpp"
 #include "server/openai.hpp"
@@ -66,6 +67,14 @@ class completion_task {
   /// Whether the answer is an event stream.
   bool stream() const { return stream_; }
 
+  /// Reads each chat choice's text as `reading` says (before `submit`): its calls become the
+  /// message's `tool_calls` (a stream's `delta.tool_calls`, the first chunk of a call with its
+  /// id, type and name) and finish_reason "tool_calls" when it finished otherwise with "stop";
+  /// the rest of the text is the content (null in a whole answer of calls alone). A whole
+  /// answer forced into calls (a named function, "required") that ended at its length is its
+  /// text as content with finish_reason "length" (a stream sent its pieces as they came).
+  void read_tool_calls(const tool_call_reading& reading);
+
   /// Submits `requests[i]` as choice i with `events_for(i)`, in order. Returns a message when
   /// the backend throws; the choices not yet submitted are then never run.
   std::optional<std::string> submit(
@@ -111,6 +120,15 @@ class completion_task {
     bool opened = false;
     // The field of the choice's output format (structured outputs); empty for free text.
     std::string format_field;
+    // -- tool calls --
+    // Reads the text's tool calls; null for plain text.
+    std::unique_ptr<chat::tool_call_parser> reader;
+    // The calls are forced (a named function, "required"): a cut answer is its text.
+    bool forced = false;
+    // What the reader reported (whole answers), the calls it began and their ids (streams).
+    chat::parsed_tool_output parsed;
+    std::size_t calls = 0;
+    std::vector<std::string> call_ids;
     // -- log-probabilities and echo --
     // The prompt to send back before the completion (`echo`), until it was sent.
     bool echo = false;
@@ -131,6 +149,9 @@ class completion_task {
   // when given; the start of a plain answer's text).
   void add_echo(std::size_t index, task_output& out, std::string& sse,
                 const logprobs_part* prompt = nullptr);
+  // A tool call reader's events: stream chunks, or kept for the whole answer.
+  void add_tool_events(std::size_t index, const std::vector<chat::tool_call_event>& events,
+                       task_output& out, std::string& sse);
   // The log-probabilities a stream chunk carries now (null when none are wanted).
   const logprobs_part* pending(std::size_t index) const;
   completion_usage total_usage() const;

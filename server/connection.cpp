@@ -352,6 +352,7 @@ class http_connection final : public connection,
     ctx.defaults = st_.backend.defaults();
     ctx.chat_template = st_.options.chat_template.get();
     ctx.chat_refusal = st_.options.chat_refusal;
+    ctx.tool_call_parser = st_.options.tool_call_parser;
     ctx.max_prompts = st_.options.max_prompts;
     ctx.max_n = st_.options.max_n;
     auto read = read_completion_request(body, kind, ctx);
@@ -364,6 +365,7 @@ class http_connection final : public connection,
     task_ = std::make_unique<completion_task>(
         serial, completion_meta{make_completion_id(kind), unix_now(), st_.model, kind},
         request.stream, request.include_usage, request.requests.size(), request.n);
+    task_->read_tool_calls(request.tool_calls);
     st_.job_started();
     start_watch();
     auto failure = task_->submit(

@@ -85,10 +85,10 @@ void refuse_unapplied(const json& obj, api_kind kind) {
     refuse("return_tokens_as_token_ids", "is not supported");
   if (kind == api_kind::completions) return;
   // Chat: OpenAI's fields beyond plain text.
-  if (auto* c = find(obj, "tool_choice"); c && !(*c == "none" || *c == "auto"))
-    refuse("tool_choice", "other than \"none\" or \"auto\" is not supported (no tool calls)");
   if (auto* c = find(obj, "function_call"); c && !(*c == "none" || *c == "auto"))
-    refuse("function_call", "other than \"none\" or \"auto\" is not supported (no tool calls)");
+    refuse("function_call",
+           "other than \"none\" or \"auto\" is not supported (it is deprecated): give "
+           "'tools' and 'tool_choice'");
   if (!absent_or(obj, "store", false)) refuse("store", "is not supported (nothing is stored)");
   if (auto* t = find(obj, "service_tier"); t && !(*t == "auto" || *t == "default"))
     refuse("service_tier", "other than \"auto\" or \"default\" is not supported");

@@ -13,7 +13,7 @@
 namespace conveyor::server::detail {
 
 /// Refuses (field_error naming it) every field that Conveyor does not apply when it asks for
-/// more than the plain behaviour: tool calls, structured output, vLLM's min_p, beam search,
+/// more than the plain behaviour: vLLM's min_p, beam search,
 /// guided decoding and the like. `logprobs`, `echo`, `top_logprobs`, `n`, `best_of` and `suffix`
 /// are refused by the endpoint parsers themselves.
 void refuse_unapplied(const json& obj, api_kind kind);

@@ -239,6 +239,14 @@ std::string make_completion_id(api_kind kind) {
   return id;
 }
 
+std::string make_tool_call_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += digits[rng() & 0xf];
+  return id;
+}
+
 std::string render_logprobs(api_kind kind, const logprobs_part& part) {
   return dump(kind == api_kind::chat_completions ? chat_logprobs(part) : completion_logprobs(part));
 }
@@ -251,16 +259,27 @@ std::string render_completion(const completion_meta& meta,
   for (std::size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
     const json logprobs = logprobs_object(meta, c.logprobs ? &*c.logprobs : nullptr);
-    if (is_chat(meta))
+    if (is_chat(meta)) {
+      json message{{"role", "assistant"},
+                   {"content", c.null_content ? json(nullptr) : json(c.text)}};
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& call : c.tool_calls)
+          calls.push_back(json{{"id", call.id},
+                               {"type", "function"},
+                               {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        message["tool_calls"] = std::move(calls);
+      }
       list.push_back(json{{"index", i},
-                          {"message", {{"role", "assistant"}, {"content", c.text}}},
+                          {"message", std::move(message)},
                           {"logprobs", logprobs},
                           {"finish_reason", c.finish_reason}});
-    else
+    } else {
       list.push_back(json{{"text", c.text},
                           {"index", i},
                           {"logprobs", logprobs},
                           {"finish_reason", c.finish_reason}});
+    }
     total.prompt_tokens += c.usage.prompt_tokens;
     total.completion_tokens += c.usage.completion_tokens;
     total.cached_tokens += c.usage.cached_tokens;

@@ -29,6 +29,27 @@ enum class api_kind {
 
 // -- requests ------------------------------------------------------------------------------------
 
+/// How a chat answer's text becomes tool calls (`tools` and `tool_choice`).
+struct tool_call_reading {
+  enum class mode : uint8_t {
+    /// Plain text: no tools, or tool_choice "none".
+    none,
+    /// tool_choice names `function`: the output, constrained to its parameters' schema, is
+    /// that function's arguments.
+    named,
+    /// tool_choice "required": the output, constrained, is a JSON array of {"name",
+    /// "parameters"} calls.
+    required,
+    /// tool_choice "auto": the model decides; `parser` (model.tool_call_parser) reads its calls.
+    parsed,
+  };
+  mode type = mode::none;
+  /// named: the function.
+  std::string function;
+  /// parsed: the parser of the model's family ("hermes", "llama3_json").
+  std::string parser;
+};
+
 /// A valid body of `POST /v1/completions`.
 struct completion_body {
   /// One request per prompt, in the order of the choices they become (index 0, 1, ...).
@@ -41,6 +62,8 @@ struct completion_body {
   std::optional<std::string> model;
   /// `n`: choices per prompt; `requests` holds the n of each prompt in turn.
   std::size_t n = 1;
+  /// Chat: how each choice's text becomes tool calls.
+  tool_call_reading tool_calls{};
 };
 
 /// Why a body was refused: a 400 with `param` naming the field.
@@ -65,16 +88,22 @@ std::variant<completion_body, body_error> parse_completion_body(std::string_view
 /// Parses and validates a chat completion body and renders its conversation with `tmpl` into
 /// the one request's prompt, tokenized adding no special tokens (BOS only where the template
 /// writes `bos_token`, as transformers' apply_chat_template(tokenize=True) and vLLM do).
-/// `messages` must be a non-empty array of {role: system|user|assistant, content: a string or
-/// an array of {type: "text", text} parts, joined by newlines}; `max_completion_tokens` takes
-/// precedence over `max_tokens`; `logprobs` is a boolean and `top_logprobs` 0..20 (only with
-/// `logprobs` true); the other fields are those of `parse_completion_body` (`n` choices of the
-/// one prompt; tools are refused). A template that refuses the conversation (raise_exception)
-/// gives a body_error on "messages".
+/// `messages` must be a non-empty array of {role: system|user|assistant|tool, content: a string
+/// or an array of {type: "text", text} parts, joined by newlines}; an assistant message may
+/// carry `tool_calls` [{id, type: "function", function: {name, arguments: JSON text}}] and then
+/// null or no content; a tool message carries `tool_call_id` (and may carry `name`).
+/// `max_completion_tokens` takes precedence over `max_tokens`; `logprobs` is a boolean and
+/// `top_logprobs` 0..20 (only with `logprobs` true); `tools`, `tool_choice` and
+/// `parallel_tool_calls` as server/tool_fields.hpp reads them, tool_choice "auto" reading the
+/// model's calls with the parser `tool_call_parser` (model.tool_call_parser; empty refuses
+/// it); the other fields are those of `parse_completion_body` (`n` choices of the one prompt).
+/// A template that refuses the conversation (raise_exception) gives a body_error on
+/// "messages".
 std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const completion_defaults& defaults,
                                                           const chat::chat_template& tmpl,
-                                                          std::size_t max_n = 16);
+                                                          std::size_t max_n = 16,
+                                                          std::string_view tool_call_parser = {});
 
 // -- responses -----------------------------------------------------------------------------------
 
@@ -99,27 +128,45 @@ struct logprobs_part {
   std::vector<std::size_t> text_offsets{};
 };
 
+/// A call of a function in a chat answer.
+struct tool_call_result {
+  /// "call_" and 24 random hex digits.
+  std::string id;
+  /// The function.
+  std::string name;
+  /// Its arguments: JSON text, in Python's json.dumps form (", " and ": " separators).
+  std::string arguments;
+};
+
 /// One finished choice of a completion.
 struct choice_result {
-  /// The whole generated text.
+  /// The whole generated text (a chat answer's content).
   std::string text;
-  /// "stop" or "length".
+  /// "stop", "length" or "tool_calls".
   std::string finish_reason;
   /// Its token counts.
   completion_usage usage;
   /// Its log-probabilities when the request asked for them.
   std::optional<logprobs_part> logprobs{};
+  /// Chat: the calls of functions the answer made.
+  std::vector<tool_call_result> tool_calls{};
+  /// Chat: the content is null (an answer of calls alone).
+  bool null_content = false;
 };
 
 /// Makes a fresh completion id: "cmpl-" ("chatcmpl-" for chat) and 24 random hex digits.
 std::string make_completion_id(api_kind kind = api_kind::completions);
+
+/// Makes a fresh tool call id: "call_" and 24 random hex digits.
+std::string make_tool_call_id();
 
 /// Renders the `logprobs` object of a choice or a stream chunk (server/chunk_writer.hpp):
 /// completions' {tokens, token_logprobs, top_logprobs, text_offset}, chat's {content: [...]}.
 std::string render_logprobs(api_kind kind, const logprobs_part& part);
 
 /// Renders a whole `text_completion` object (a `chat.completion` with the text as the
-/// assistant's message for chat); choice i gets index i and usage is the sum.
+/// assistant's message for chat, its `tool_calls` when it made any); choice i gets index i and
+/// usage is the sum.
 std::string render_completion(const completion_meta& meta,
                               const std::vector<choice_result>& choices);
 

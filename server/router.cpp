@@ -52,9 +52,10 @@ std::variant<completion_body, error_answer> read_completion_request(std::string_
                                                                     const request_context& ctx) {
   if (kind == api_kind::chat_completions && !ctx.chat_template)
     return chat_refused(ctx.chat_refusal);
-  auto parsed = kind == api_kind::chat_completions
-                    ? parse_chat_body(body, ctx.defaults, *ctx.chat_template, ctx.max_n)
-                    : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);
+  auto parsed =
+      kind == api_kind::chat_completions
+          ? parse_chat_body(body, ctx.defaults, *ctx.chat_template, ctx.max_n, ctx.tool_call_parser)
+          : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);
   if (auto* err = std::get_if<body_error>(&parsed)) {
     error_answer answer;
     answer.message = std::move(err->message);

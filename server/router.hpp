@@ -68,6 +68,9 @@ struct request_context {
   /// The chat template (chat requests only); null refuses chat with a 400 saying `chat_refusal`.
   const chat::chat_template* chat_template = nullptr;
   std::string_view chat_refusal;
+  /// The parser of the model's tool calls (model.tool_call_parser); empty refuses tool_choice
+  /// "auto".
+  std::string_view tool_call_parser;
   /// Most prompts in a prompt array.
   std::size_t max_prompts = 64;
   /// Most choices per prompt (`n`).

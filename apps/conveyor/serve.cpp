@@ -92,6 +92,7 @@ int run_serve(const config_flags& flags) {
   so.max_n = size_t(cfg->server.max_n);
   so.chat_template = chat->tmpl;
   if (!chat->tmpl) so.chat_refusal = chat->refusal;
+  so.tool_call_parser = cfg->model.tool_call_parser;
   server::http_server http{so, backend};
   if (auto err = http.start()) {
     std::fprintf(stderr, "conveyor serve: cannot listen on %s:%d: %s\n", so.host.c_str(),

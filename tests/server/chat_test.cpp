@@ -182,8 +182,11 @@ TEST_F(chat_test, bad_conversations_are_400_naming_the_field) {
   expect_400(R"({"max_tokens": 3})", "messages", "'messages' is required");
   expect_400(R"({"messages": "hi"})", "messages", "'messages' must be an array, got string");
   expect_400(R"({"messages": []})", "messages", "'messages' must not be empty");
-  expect_400(R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role",
-             R"('messages[0].role' must be "system", "user" or "assistant", got "tool")");
+  expect_400(
+      R"({"messages": [{"role": "developer", "content": "x"}]})", "messages[0].role",
+      R"('messages[0].role' must be "system", "user", "assistant" or "tool", got "developer")");
+  expect_400(R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
+             "'messages[0].tool_call_id' must be a string");
   expect_400(R"({"messages": [{"role": "user", "content": "x"}, {"role": "user"}]})",
              "messages[1].content", "'messages[1].content' is required");
   expect_400(R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content");

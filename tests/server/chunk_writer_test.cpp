@@ -208,6 +208,41 @@ TEST(server_chunk_writer, role_and_usage_chunks_are_byte_for_byte_the_json_objec
   }
 }
 
+TEST(server_chunk_writer, tool_call_chunks_are_byte_for_byte_the_json_objects) {
+  completion_meta meta;
+  meta.id = "chatcmpl-\"q\"";
+  meta.created = 9;
+  meta.model = "m\xff";
+  meta.kind = api_kind::chat_completions;
+  const detail::chunk_writer writer{meta};
+  for (const std::string args : {"", "{\"city\": \"Zürich\"}", "\x01\xc3"}) {
+    json first = meta_object(meta);
+    first["choices"] = json::array({json{
+        {"index", 1},
+        {"delta",
+         {{"tool_calls",
+           json::array({json{{"index", 3},
+                             {"id", "call_1"},
+                             {"type", "function"},
+                             {"function", {{"name", "get_weather"}, {"arguments", args}}}}})}}},
+        {"logprobs", nullptr},
+        {"finish_reason", nullptr}}});
+    std::string out;
+    writer.append_tool_call_chunk(out, 1, 3, "call_1", "get_weather", args);
+    expect_same(out, nl_dump(first), "first");
+    json next = meta_object(meta);
+    next["choices"] = json::array({json{
+        {"index", 1},
+        {"delta",
+         {{"tool_calls", json::array({json{{"index", 3}, {"function", {{"arguments", args}}}}})}}},
+        {"logprobs", nullptr},
+        {"finish_reason", nullptr}}});
+    out.clear();
+    writer.append_tool_call_chunk(out, 1, 3, "", "", args);
+    expect_same(out, nl_dump(next), "next");
+  }
+}
+
 TEST(server_chunk_writer, a_tasks_stream_events_are_byte_for_byte_the_json_objects) {
   // A task renders its chunks with the tail of its meta rendered once: the same bytes.
   for (const auto& meta : metas()) {

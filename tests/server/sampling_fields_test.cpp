@@ -253,7 +253,7 @@ TEST(server_sampling_fields, chat_refuses_what_it_does_not_apply) {
     const char* param;
   };
   const bad_case cases[] = {
-      {R"("tools": [{"type": "function"}])", "tools"},
+      {R"("tools": [{"type": "function"}])", "tools[0].function"},
       {R"("tool_choice": "required")", "tool_choice"},
       {R"("response_format": "json")", "response_format"},
       {R"("store": true)", "store"},
