@@ -72,7 +72,16 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       }
       req.grammar = std::move(*compiled);
     }
-    scheduler_.admit(make_sequence(std::move(req)), now);
+    // The format's engine may fail on its first mask; only this request ends.
+    std::unique_ptr<sequence> seq;
+    try {
+      seq = make_sequence(req);
+    } catch (const std::exception& e) {
+      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal, e.what(),
+                                         req.times, int32_t(req.prompt.size())));
+      continue;
+    }
+    scheduler_.admit(std::move(seq), now);
   }
 }
 
@@ -140,9 +149,12 @@ void executor_core::sample(sequence& s, const float* logits, int32_t vocab, stam
                            step_output& out) {
   sampled_token picked = s.sampler.sample(logits, vocab, scratch_row_);
   if (picked.format_broken) {
+    const auto* m = s.sampler.matcher().get();
     outputs_.finish(s, outcome::failed, finish_reason::none, ec::internal,
-                    "the output format refused token " + std::to_string(picked.token) +
-                        ", which its own mask allowed",
+                    m && !m->failure().empty()
+                        ? "the output format failed: " + m->failure()
+                        : "the output format refused token " + std::to_string(picked.token) +
+                              ", which its own mask allowed",
                     out);
     return;
   }
