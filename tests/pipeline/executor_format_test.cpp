@@ -121,6 +121,33 @@ TEST_F(executor_format_test, sampled_outputs_match_the_regex_and_stop_when_it_is
   EXPECT_GE(texts.size(), 2u);
 }
 
+TEST_F(executor_format_test, masks_computed_while_the_model_runs_give_the_same_outputs) {
+  // The masks of a step's sequences computed on the mask thread during the next forward pass:
+  // the same tokens and ends as computed right after each token.
+  const std::string pattern = "(Tom|Lily) (is|was) [0-9]{1,2} years old\\.";
+  const std::string schema = R"({"type":"object","properties":{"n":{"type":"integer"},)"
+                             R"("w":{"type":"string","maxLength":6}},"required":["n","w"]})";
+  std::vector<sequence_request> reqs;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    reqs.push_back(request(seed + 1, format(kind::regex, pattern), seed));
+    reqs.push_back(request(seed + 101, format(kind::json_schema, schema), seed));
+    reqs.push_back(request(seed + 201, format(kind::choice, "", {"a", "ab", "abc"}), seed));
+  }
+  auto plain = make_core(24);
+  auto direct = run(*plain, reqs);
+  auto overlapped_core = make_core(24);
+  overlapped_core->set_overlap_masks(true);
+  auto overlapped = run(*overlapped_core, reqs);
+  ASSERT_EQ(direct.size(), reqs.size());
+  for (const auto& r : reqs) {
+    EXPECT_EQ(overlapped[r.id].tokens, direct[r.id].tokens) << r.id;
+    EXPECT_EQ(overlapped[r.id].text, direct[r.id].text) << r.id;
+    EXPECT_EQ(overlapped[r.id].result.reason, direct[r.id].result.reason) << r.id;
+    EXPECT_EQ(overlapped[r.id].result.completion_tokens, direct[r.id].result.completion_tokens);
+  }
+  EXPECT_TRUE(std::regex_match(direct[1].text, std::regex{pattern})) << direct[1].text;
+}
+
 TEST_F(executor_format_test, sampled_json_fits_the_schema) {
   const auto schema = nlohmann::json::parse(R"({"type": "object",
     "properties": {"name": {"type": "string", "maxLength": 10},
