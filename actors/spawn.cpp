@@ -208,6 +208,7 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     core->set_step_plan_options(plan);
     core->set_device(device);
     core->set_grammar_compiler(files.grammars);
+    core->set_overlap_masks(gpu::cuda_index(device) >= 0);
     cores.push_back(std::move(core));
   }
   const int32_t cores_available = int32_t(std::max(1u, std::thread::hardware_concurrency()));

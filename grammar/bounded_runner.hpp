@@ -58,6 +58,12 @@ class bounded_runner {
     return std::move(*done->result);
   }
 
+  /// Waits until no job runs (those past their limit included).
+  void wait_until_idle() const {
+    std::unique_lock<std::mutex> lock{state_->mutex};
+    state_->finished.wait(lock, [&] { return state_->running == 0; });
+  }
+
   /// Jobs running now, those past their limit included.
   int32_t running() const {
     std::lock_guard<std::mutex> lock{state_->mutex};

@@ -56,8 +56,9 @@ struct grammar_compiler::impl {
   impl(const tokenizers::tokenizer& tok, int32_t vocab, compile_limits l)
       : limits(l),
         vocab_size(vocab),
+        // No stop tokens of its own: each matcher gets its sequence's end ids.
         compiler(xgrammar::TokenizerInfo(raw_vocabulary(tok, vocab), xgrammar::VocabType::RAW,
-                                         vocab),
+                                         vocab, std::vector<int32_t>{}),
                  l.threads, true, l.cache_bytes),
         runner(l.timeout, l.max_compiling) {}
 

@@ -1,6 +1,7 @@
 #include "grammar/token_matcher.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 
 #include <dlpack/dlpack.h>
@@ -15,7 +16,11 @@ struct token_matcher::impl {
       : grammar(std::move(g)),
         vocab_size(grammar->get().vocab_size),
         end_ids(std::move(ends)),
-        matcher(grammar->get().compiled, std::vector<int>(end_ids.begin(), end_ids.end())),
+        // A sequence without end tokens (ignore_eos) ends when its format allows nothing more.
+        matcher(grammar->get().compiled,
+                end_ids.empty() ? std::nullopt
+                                : std::optional<std::vector<int>>{
+                                      std::vector<int>(end_ids.begin(), end_ids.end())}),
         mask(std::size_t(xgrammar::GetBitmaskSize(vocab_size)), 0) {}
 
   std::shared_ptr<const compiled_grammar> grammar;
@@ -40,7 +45,7 @@ token_matcher::~token_matcher() = default;
 token_matcher::token_matcher(token_matcher&&) noexcept = default;
 token_matcher& token_matcher::operator=(token_matcher&&) noexcept = default;
 
-void token_matcher::update_mask() {
+bool token_matcher::update_mask() {
   auto& m = *impl_;
   impl_->shape = int64_t(m.mask.size());
   DLTensor t{};
@@ -49,7 +54,14 @@ void token_matcher::update_mask() {
   t.ndim = 1;
   t.dtype = DLDataType{kDLInt, 32, 1};
   t.shape = &impl_->shape;
-  m.matcher.FillNextTokenBitmask(&t);
+  try {
+    m.matcher.FillNextTokenBitmask(&t);
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    std::fill(m.mask.begin(), m.mask.end(), 0);
+    finished_ = true;
+    return false;
+  }
   // Finished when no token but an end token may come: the mask without the end ids is empty.
   bool other = false;
   for (std::size_t w = 0; w < m.mask.size() && !other; ++w) {
@@ -59,6 +71,7 @@ void token_matcher::update_mask() {
     other = word != 0;
   }
   finished_ = !other;
+  return true;
 }
 
 void token_matcher::apply_mask(float* row, int32_t vocab) const {
@@ -78,7 +91,12 @@ void token_matcher::apply_mask(float* row, int32_t vocab) const {
 bool token_matcher::allows(int32_t token) const { return impl_->bit(token); }
 
 bool token_matcher::accept(int32_t token) {
-  if (!impl_->matcher.AcceptToken(token)) return false;
+  try {
+    if (!impl_->matcher.AcceptToken(token)) return false;
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    return false;
+  }
   ++accepted_;
   return true;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "grammar/compiled_grammar.hpp"
@@ -23,7 +24,11 @@ class token_matcher {
 
   /// Computes the mask of the next token from the tokens accepted so far. Called once before
   /// the first token and after each accepted one; `apply_mask` and `finished` read its result.
-  void update_mask();
+  /// False when the engine failed (its error in `failure()`): the mask then allows nothing.
+  bool update_mask();
+
+  /// What the engine said when `update_mask` or `accept` failed; empty otherwise.
+  const std::string& failure() const { return failure_; }
 
   /// Sets every logit of `row` (`vocab` wide) whose token the mask forbids to -inf. Ids past the
   /// grammar's vocabulary are forbidden too.
@@ -33,7 +38,8 @@ class token_matcher {
   bool allows(int32_t token) const;
 
   /// Takes `token` (sampled from a masked row, or an end token) as the next of the sequence.
-  /// False when the grammar does not allow it (the state is then unchanged).
+  /// False when the grammar does not allow it (the state is then unchanged) or the engine
+  /// failed (`failure()`).
   bool accept(int32_t token);
 
   /// Whether the output is complete and nothing but an end token may follow: the sequence ends
@@ -47,6 +53,7 @@ class token_matcher {
   struct impl;
   std::unique_ptr<impl> impl_;
   bool finished_ = false;
+  std::string failure_;
   int32_t accepted_ = 0;
 };
 

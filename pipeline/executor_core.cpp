@@ -28,6 +28,11 @@ executor_core::executor_core(std::string name, std::unique_ptr<model::causal_lm>
                  kv_cache_layout{model_->block_size(), model_->kv_blocks(), prefix_caching}),
       outputs_(tokenizer, model_->context(), model_end_ids(*model_, *tokenizer)) {}
 
+void executor_core::set_overlap_masks(bool on) {
+  if (!on && masks_) masks_->wait();
+  masks_ = on ? std::make_unique<mask_worker>() : nullptr;
+}
+
 void executor_core::set_clock(std::function<stamp()> clock) {
   clock_ = std::move(clock);
   outputs_.set_clock(clock_);
@@ -36,6 +41,7 @@ void executor_core::set_clock(std::function<stamp()> clock) {
 std::unique_ptr<sequence> executor_core::make_sequence(sequence_request req) const {
   output_state output = outputs_.start(req);
   token_sampler sampler{req.params, req.prompt, output.end_ids, req.grammar};
+  if (masks_) sampler.defer_masks();
   return std::make_unique<sequence>(std::move(req), std::move(sampler), std::move(output));
 }
 
@@ -72,7 +78,16 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       }
       req.grammar = std::move(*compiled);
     }
-    scheduler_.admit(make_sequence(std::move(req)), now);
+    // The format's engine may fail on its first mask; only this request ends.
+    std::unique_ptr<sequence> seq;
+    try {
+      seq = make_sequence(req);
+    } catch (const std::exception& e) {
+      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal, e.what(),
+                                         req.times, int32_t(req.prompt.size())));
+      continue;
+    }
+    scheduler_.admit(std::move(seq), now);
   }
 }
 
@@ -109,6 +124,8 @@ void executor_core::run_step(step_output& out) {
   const stamp start = clock_();
   auto logits = model_->prefill(step.items);
   for (const auto& [from, to] : step.block_copies) model_->copy_block(from, to);
+  // The masks computed while the model ran.
+  if (masks_) masks_->wait();
   const stamp done = clock_();
   scheduler_.advance(step, double(done - start) / 1e6);
   // -- sample and process outputs, row by row --
@@ -130,6 +147,8 @@ void executor_core::run_step(step_output& out) {
     if (!s.ended)
       sample(s, logits.row(step.rows[f.leader_row].sample_logits_row), logits.vocab, done, out);
   }
+  if (masks_) masks_->start(std::move(pending_masks_));
+  pending_masks_.clear();
   out.step_timings.push_back(step_timing{
       name_, step.prefill_rows > 0 ? step_kind::prefill : step_kind::decode, step.items.size(),
       size_t(step.prompt_tokens + step.decoded), size_t(step.computed), to_time_point(start),
@@ -138,17 +157,36 @@ void executor_core::run_step(step_output& out) {
 
 void executor_core::sample(sequence& s, const float* logits, int32_t vocab, stamp now,
                            step_output& out) {
+  const auto& matcher = s.sampler.matcher();
+  // The mask computed since the last token (overlapped, or a format complete before its first
+  // token): the format may have failed or be complete, which ends the sequence before this row
+  // is used.
+  if (matcher) {
+    if (!matcher->failure().empty()) {
+      outputs_.finish(s, outcome::failed, finish_reason::none, ec::internal,
+                      "the output format failed: " + matcher->failure(), out);
+      return;
+    }
+    if (matcher->finished()) {
+      outputs_.finish(s, outcome::finished, finish_reason::stop, ec::none, {}, out);
+      return;
+    }
+  }
   sampled_token picked = s.sampler.sample(logits, vocab, scratch_row_);
   if (picked.format_broken) {
+    const auto* m = s.sampler.matcher().get();
     outputs_.finish(s, outcome::failed, finish_reason::none, ec::internal,
-                    "the output format refused token " + std::to_string(picked.token) +
-                        ", which its own mask allowed",
+                    m && !m->failure().empty()
+                        ? "the output format failed: " + m->failure()
+                        : "the output format refused token " + std::to_string(picked.token) +
+                              ", which its own mask allowed",
                     out);
     return;
   }
   // The next step feeds the token to the model, unless it ends the sequence.
   if (!output_processor::is_end_token(s, picked.token)) s.schedule.next_token = picked.token;
   outputs_.emit(s, std::move(picked), now, out);
+  if (matcher && masks_ && !s.ended) pending_masks_.push_back(matcher);
 }
 
 void executor_core::abort_all(outcome how, ec code, const std::string& message, step_output& out) {

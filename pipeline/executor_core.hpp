@@ -10,6 +10,7 @@
 
 #include "grammar/grammar_compiler.hpp"
 #include "model/causal_lm.hpp"
+#include "pipeline/mask_worker.hpp"
 #include "pipeline/output_processor.hpp"
 #include "pipeline/request.hpp"
 #include "pipeline/scheduler.hpp"
@@ -51,6 +52,13 @@ class executor_core {
   void set_grammar_compiler(std::shared_ptr<const grammar::grammar_compiler> compiler) {
     grammars_ = std::move(compiler);
   }
+
+  /// Computes the output-format masks of each step's sequences on a thread of their own while
+  /// the model computes the next step (on for executors whose model runs on a GPU, where the
+  /// host is idle meanwhile; a CPU's cores are all in the model then). A sequence whose format
+  /// turns out complete then ends at the next step, its row unused. Applies to sequences
+  /// admitted from now on.
+  void set_overlap_masks(bool on);
 
   /// Sequences this executor can take now (0 while a static batch runs).
   int32_t free_slots() const { return scheduler_.free_slots(); }
@@ -122,6 +130,10 @@ class executor_core {
   std::function<stamp()> clock_ = now_stamp;
   std::unique_ptr<model::causal_lm> model_;
   std::shared_ptr<const grammar::grammar_compiler> grammars_;
+  /// With overlapped masks: the thread that computes them, and the matchers of the sequences
+  /// that sampled in this step.
+  std::unique_ptr<mask_worker> masks_;
+  std::vector<std::shared_ptr<grammar::token_matcher>> pending_masks_;
   scheduler scheduler_;
   output_processor outputs_;
   /// The processed copy of a row of logits (logit processing), reused across sequences.

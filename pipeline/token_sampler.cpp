@@ -1,6 +1,8 @@
 #include "pipeline/token_sampler.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace conveyor::pipeline {
 
@@ -20,7 +22,8 @@ token_sampler::token_sampler(const sampling::sampling_params& params,
     processor_ = std::make_unique<sampling::logit_processor>(params, end_ids, prompt);
   if (format) {
     matcher_ = std::make_shared<grammar::token_matcher>(std::move(format), end_ids);
-    matcher_->update_mask();
+    if (!matcher_->update_mask())
+      throw std::runtime_error("the output format failed: " + matcher_->failure());
   }
 }
 
@@ -44,9 +47,9 @@ sampled_token token_sampler::sample(const float* logits, int32_t vocab,
     // An end token ends the sequence; the matcher takes it only where the format may end.
     if (!matcher_->accept(picked.token) && !ends) {
       picked.format_broken = true;
-    } else if (!ends) {
-      if (!defer_masks_) matcher_->update_mask();
-      picked.format_complete = !defer_masks_ && matcher_->finished();
+    } else if (!ends && !defer_masks_) {
+      picked.format_broken = !matcher_->update_mask();
+      picked.format_complete = matcher_->finished();
     }
   }
   return picked;

@@ -46,7 +46,8 @@ class token_sampler {
                 const std::vector<int32_t>& end_ids);
 
   /// The same, for a sequence whose output follows `format` (null: free), ending on `end_ids`
-  /// where the format may end. The first mask is computed here.
+  /// where the format may end. The first mask is computed here; throws std::runtime_error when
+  /// the engine fails on it.
   token_sampler(const sampling::sampling_params& params, const std::vector<int32_t>& prompt,
                 const std::vector<int32_t>& end_ids,
                 std::shared_ptr<const grammar::compiled_grammar> format);

@@ -12,7 +12,9 @@ version=0.2.9
 sha256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
 url=https://files.pythonhosted.org/packages/3a/2f/5bf8e8fa6619cff534932f79b0abc81a417d354bc5093252c1a6081d0a93/xgrammar-$version.tar.gz
 dest=third_party/xgrammar
-if [ "$(cat "$dest/.conveyor-version" 2>/dev/null)" = "$version" ]; then
+# The version and Conveyor's patches to it (below): a new patch fetches the source anew.
+stamp=$version+1
+if [ "$(cat "$dest/.conveyor-version" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/conveyor/downloads
@@ -34,4 +36,12 @@ mkdir -p "$dest"
 tar xzf "$tarball" -C "$dest" --strip-components=1 \
   "xgrammar-$version/include" "xgrammar-$version/cpp" "xgrammar-$version/3rdparty/picojson" \
   "xgrammar-$version/3rdparty/dlpack" "xgrammar-$version/LICENSE" "xgrammar-$version/NOTICE"
-echo "$version" >"$dest/.conveyor-version"
+# Conveyor's patch (scripts/xgrammar-json-string-controls.patch): a JSON string with minLength or
+# maxLength admitted raw control characters (0x00 to 0x1f), which JSON forbids inside strings,
+# so a model could write a document that no JSON parser reads (found by tests/grammar/'s random
+# walks). Such strings now exclude them, as xgrammar's other strings do.
+patch -s -p1 -d "$dest" <scripts/xgrammar-json-string-controls.patch || {
+  echo "fetch-xgrammar: scripts/xgrammar-json-string-controls.patch does not apply" >&2
+  exit 1
+}
+echo "$stamp" >"$dest/.conveyor-version"

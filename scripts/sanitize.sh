@@ -2,7 +2,7 @@
 # The test suite under the sanitizers, with clang:
 #   build-asan/: AddressSanitizer + UndefinedBehaviorSanitizer (and libFuzzer's coverage, so that
 #                scripts/fuzz.sh uses the same build): every test suite;
-#   build-tsan/: ThreadSanitizer: the pipeline, actor and server suites, against a CAF built with
+#   build-tsan/: ThreadSanitizer: the pipeline, actor, server and grammar suites, against a CAF built with
 #                ThreadSanitizer too (scripts/caf-tsan.sh, build-caf-tsan/): Debian's libcaf is
 #                not instrumented, and messages crossing threads inside it look like races.
 #                CONVEYOR_TSAN_SUITES chooses other suites.
@@ -52,7 +52,7 @@ for kind in "${kinds[@]}"; do
     ctest --test-dir "$dir" --output-on-failure -j 2 --timeout 900 || status=$?
   else
     # The suites with threads of their own: the executor core, the actor pipeline, the server.
-    suites=(${CONVEYOR_TSAN_SUITES:-pipeline_tests actors_tests server_tests})
+    suites=(${CONVEYOR_TSAN_SUITES:-pipeline_tests actors_tests server_tests grammar_tests})
     echo "sanitize: ThreadSanitizer, suites ${suites[*]} ($dir/)" >&2
     cmake --build "$dir" -j "$jobs" --target "${suites[@]}" >&2
     label=$(IFS='|'; echo "${suites[*]}")

@@ -22,7 +22,7 @@ for arg in "$@"; do
   esac
 done
 
-packages=(build-essential cmake ninja-build ccache pkg-config
+packages=(build-essential cmake ninja-build ccache pkg-config patch curl
   libcaf-dev libtorch-dev libspdlog-dev libboost-dev libsentencepiece-dev
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libopenblas0-openmp
   libgtest-dev libbenchmark-dev libpcre2-dev libicu-dev libutfcpp-dev)

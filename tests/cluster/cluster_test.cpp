@@ -249,3 +249,52 @@ TEST(cluster, a_killed_worker_fails_only_what_it_streamed_and_comes_back) {
 }
 
 }  // namespace
+
+// An output format crosses to a remote worker with its request (uncompiled: the worker's executor
+// compiles it on arrival) and gives what the server alone gives.
+TEST(cluster, an_output_format_travels_with_its_request_to_a_worker) {
+  const std::string pattern = "(Tom|Lily) (is|was) [0-9]{1,2} years old\\.";
+  auto constrained = [&](uint16_t port) {
+    std::vector<std::string> texts;
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      test_client c{port};
+      EXPECT_TRUE(c.send_request(
+          "POST", "/v1/completions",
+          nlohmann::json{{"prompt", "Once upon a time"},
+                         {"max_tokens", 40},
+                         {"temperature", 1},
+                         {"seed", seed},
+                         {"structured_outputs", {{"regex", pattern}}}}
+              .dump()));
+      auto reply = c.read_response(30s);
+      EXPECT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no answer");
+      texts.push_back(reply && reply->status == 200
+                          ? reply->json()["choices"][0]["text"].get<std::string>()
+                          : "");
+    }
+    return texts;
+  };
+  std::vector<std::string> expected;
+  {
+    child_process alone{"f_alone",
+                        {"serve", "--port", "0", "--set", "executors=cpu", "--set",
+                         "executors[0].threads=1", "--set", "metrics.interval_s=0"}};
+    const auto port =
+        uint16_t(std::stoi("0" + alone.wait_for(R"(listening on http://127\.0\.0\.1:(\d+))")));
+    ASSERT_NE(port, 0) << alone.log();
+    expected = constrained(port);
+  }
+  auto w = start_worker("f_w");
+  const auto p = w->wait_for(R"(worker ready: .* at 127\.0\.0\.1:(\d+))");
+  ASSERT_FALSE(p.empty()) << w->log();
+  uint16_t port = 0;
+  auto server = start_server("f_server", {"127.0.0.1:" + p}, 0, port);
+  ASSERT_NE(port, 0) << server->log();
+  ASSERT_FALSE(server->wait_for("worker 127.0.0.1:" + p + ": connected").empty()) << server->log();
+  const auto got = constrained(port);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(std::regex_match(got[i], std::regex{pattern})) << got[i];
+    EXPECT_EQ(got[i], expected[i]) << "seed " << i;
+  }
+}
