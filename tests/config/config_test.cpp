@@ -123,7 +123,7 @@ TEST(config_defaults, every_key_is_documented_in_the_shipped_file_and_the_refere
   auto reference = read_text(source_dir + "/docs/configuration.md");
   ASSERT_FALSE(reference.empty());
   auto all = keys();
-  EXPECT_EQ(all.size(), 52u);
+  EXPECT_EQ(all.size(), 57u);
   for (const auto& key : all) {
     auto leaf = key.substr(key.rfind('.') + 1);
     EXPECT_NE(shipped.find(leaf + " = "), std::string::npos) << key;
@@ -136,16 +136,18 @@ TEST(config_defaults, keys_are_listed_in_file_order) {
   ASSERT_GE(all.size(), 10u);
   EXPECT_EQ(all[0], "model.path");
   EXPECT_EQ(all[4], "model.chat_template");
-  EXPECT_EQ(all[5], "model.dtype");
-  EXPECT_EQ(all[6], "model.kv_cache_dtype");
-  EXPECT_EQ(all[7], "model.bf16_inputs");
-  EXPECT_EQ(all[8], "tokenizer.workers");
-  EXPECT_EQ(all[9], "executors");
-  EXPECT_EQ(all[10], "executors[].device");
-  EXPECT_EQ(all[15], "executors[].step_target_ratio");
-  EXPECT_EQ(all[18], "kv_cache.block_size");
-  EXPECT_EQ(all[20], "kv_cache.prefix_caching");
-  EXPECT_EQ(all[21], "cluster.remote");
+  EXPECT_EQ(all[5], "model.tool_call_parser");
+  EXPECT_EQ(all[6], "model.dtype");
+  EXPECT_EQ(all[7], "model.kv_cache_dtype");
+  EXPECT_EQ(all[8], "model.bf16_inputs");
+  EXPECT_EQ(all[9], "tokenizer.workers");
+  EXPECT_EQ(all[10], "executors");
+  EXPECT_EQ(all[11], "executors[].device");
+  EXPECT_EQ(all[16], "executors[].step_target_ratio");
+  EXPECT_EQ(all[19], "kv_cache.block_size");
+  EXPECT_EQ(all[21], "kv_cache.prefix_caching");
+  EXPECT_EQ(all[22], "structured_outputs.compile_timeout_ms");
+  EXPECT_EQ(all[26], "cluster.remote");
   EXPECT_EQ(all.back(), "log.level");
 }
 
@@ -422,6 +424,9 @@ INSTANTIATE_TEST_SUITE_P(
         bad_value{"[model]\nkv_cache_dtype = \"fp8\"\n",
                   "conveyor.toml:2: model.kv_cache_dtype: must be 'auto', 'f32' or 'bf16', got "
                   "'fp8'"},
+        bad_value{"[model]\ntool_call_parser = \"mistral\"\n",
+                  "conveyor.toml:2: model.tool_call_parser: must be '', 'hermes' or "
+                  "'llama3_json', got 'mistral'"},
         bad_value{"[tokenizer]\nworkers = 0\n",
                   "conveyor.toml:2: tokenizer.workers: must be at least 1, got 0"},
         bad_value{
@@ -807,6 +812,7 @@ tokenizer = ""
 name = ""
 seed = 0
 chat_template = ""
+tool_call_parser = ""
 dtype = "auto"
 kv_cache_dtype = "auto"
 bf16_inputs = false
@@ -818,6 +824,12 @@ workers = 2
 block_size = 16
 memory_mb = 0
 prefix_caching = true
+
+[structured_outputs]
+compile_timeout_ms = 10000
+max_compiling = 4
+max_spec_kb = 256
+cache_mb = 256
 
 [cluster]
 remote = []
