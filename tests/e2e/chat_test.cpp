@@ -133,10 +133,10 @@ TEST(e2e_chat, openai_python_chat_completions_equal_the_reference) {
 
 TEST(e2e_chat, an_unsupported_template_fails_at_start_with_construct_and_line) {
   auto run = run_shell(shell_quote(conveyor_program()) +
-                       " serve --port 0 --set 'model.chat_template=Hi\n{% macro m() %}{% "
-                       "endmacro %}' 2>&1");
+                       " serve --port 0 --set 'model.chat_template=Hi\n{% call m() %}{% "
+                       "endcall %}' 2>&1");
   EXPECT_EQ(run.status, 1) << run.out;
-  EXPECT_NE(run.out.find("model.chat_template: chat template line 2: unsupported tag 'macro'"),
+  EXPECT_NE(run.out.find("model.chat_template: chat template line 2: unsupported tag 'call'"),
             std::string::npos)
       << run.out;
   run = run_shell(shell_quote(conveyor_program()) +

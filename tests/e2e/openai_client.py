@@ -108,7 +108,7 @@ def chat(client):
         "stream": {"text": text, "finish_reason": finish_reason, "roles": roles,
                    "chunks": chunks},
         "bad_role": refusal(lambda: client.chat.completions.create(
-            model=model, messages=[{"role": "tool", "content": "x", "tool_call_id": "1"}])),
+            model=model, messages=[{"role": "function", "content": "x", "name": "f"}])),
     }
 
 
