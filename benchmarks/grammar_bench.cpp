@@ -11,6 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/output_formats.hpp"
 #include "bench/stats.hpp"
 #include "grammar/grammar_compiler.hpp"
 #include "grammar/token_matcher.hpp"
@@ -63,18 +64,14 @@ conveyor::expected<std::shared_ptr<const tokenizers::tokenizer>> tokenizer_of(in
 struct format {
   const char* name;
   sampling::structured_output::kind type;
-  const char* spec;
-  const char* output;
+  std::string spec;
+  std::string output;
 };
 
 /// Indexed by the benchmarks' second argument.
 const format formats[] = {
-    {"json_schema", sampling::structured_output::kind::json_schema,
-     R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, )"
-     R"("height": {"type": "number"}, "member": {"type": "boolean"}, "color": {"enum": ["red", )"
-     R"("green", "blue"]}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": )"
-     R"(["name", "age", "height", "member", "color", "tags"]})",
-     R"({"name": "Lily Brown", "age": 7, "height": 1.25, "member": true, "color": "green", )"
+    {"json_schema", sampling::structured_output::kind::json_schema, bench::bench_json_schema(),
+     R"({"age": 7, "color": "green", "height": 1.25, "member": true, "name": "Lily Brown", )"
      R"("tags": ["park", "little dog", "red ball", "sunny day"]})"},
     {"regex", sampling::structured_output::kind::regex,
      R"((Lily|Tom|Ben|Sue) is [0-9]{1,2} years old and likes [a-z]+( and [a-z]+)*\.)",
