@@ -159,6 +159,7 @@ std::vector<request_record> run_target(const workload& requests, const target_op
                            {"stream_options", {{"include_usage", true}}}};
     if (!options.model.empty()) body["model"] = options.model;
     add_to_body(options.sampling, body);
+    if (constrained(options.formats, i)) add_format_to_body(body);
     loops.post(i, "/v1/completions", body.dump(), scheduled, [&, i](request_record record) {
       const auto now = clock_type::now();
       std::lock_guard<std::mutex> guard{mutex};
@@ -175,6 +176,8 @@ std::vector<request_record> run_target(const workload& requests, const target_op
     all_ended.wait(guard, [&] { return ended == requests.size(); });
   }
   loops.join();
+  for (std::size_t i = 0; i < records.size(); ++i)
+    records[i].constrained = constrained(options.formats, i);
   timing.cpu_s = process_cpu_seconds() - cpu0;
   timing.wall_s = std::chrono::duration<double>(last_end - t0).count();
   return records;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/output_formats.hpp"
 #include "bench/sampling_fields.hpp"
 #include "bench/stats.hpp"
 #include "bench/workload.hpp"
@@ -85,6 +86,8 @@ struct target_options {
   std::string model;
   /// The sampling fields of every request (see `add_to_body`: temperature is always sent).
   sampling_fields sampling;
+  /// Which requests ask for an output format (`constrained`), with `add_format_to_body`.
+  output_formats formats;
   /// Give up on connecting, and on a response once its request is sent, after this many seconds.
   double timeout_s = 600;
   /// Event-loop threads of the client; 0: one per core, at most four.

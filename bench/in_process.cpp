@@ -48,7 +48,8 @@ struct collector_state {
 /// relative to the scheduled arrival, and hands the record to the book.
 sink_actor::behavior_type collector(sink_actor::stateful_pointer<collector_state> self,
                                     std::shared_ptr<run_book> book, std::size_t index,
-                                    stamp scheduled) {
+                                    stamp scheduled, bool constrained) {
+  self->state.record.constrained = constrained;
   return {
       [=](token_chunk& chunk) {
         if (!chunk.tokens.empty())
@@ -122,7 +123,8 @@ void add_pipeline_metrics(caf::actor_system& system, const pipeline_handle& pipe
 expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline cfg,
                                      const std::string& policy, const workload& requests,
                                      double rate, run_progress& progress,
-                                     const sampling_fields& sampling) {
+                                     const sampling_fields& sampling,
+                                     const output_formats& formats) {
   cfg.batcher.policy = policy;
   cfg.metrics.interval_s = 0;
   auto pipeline = spawn_pipeline(system, cfg);
@@ -144,8 +146,10 @@ expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline
     g.params.seed = uint64_t(i) + 1;
     // Random weights never choose to end: they must generate exactly max_tokens.
     g.params.ignore_eos = synthetic || sampling.ignore_eos;
+    const bool formatted = constrained(formats, i);
+    if (formatted) g.params.constraint = bench_constraint();
     g.arrival = scheduled;
-    auto sink = system.spawn(collector, book, i, scheduled);
+    auto sink = system.spawn(collector, book, i, scheduled, formatted);
     caf::anon_send(pipeline->front, atom::generate::value, std::move(g), sink);
     ++progress.sent;
   }

@@ -5,6 +5,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "bench/output_formats.hpp"
 #include "bench/sampling_fields.hpp"
 #include "bench/stats.hpp"
 #include "bench/workload.hpp"
@@ -20,10 +21,12 @@ namespace conveyor::bench {
 /// metrics snapshot, and stops the pipeline. Each request samples with `sampling`'s fields where
 /// set, else the configuration's `[generation]` ones, and request i is seeded i + 1. Synthetic
 /// models (random weights) always get `ignore_eos`, so that they generate exactly max_tokens;
-/// others when `sampling` asks for it. `rate` only labels the summary.
+/// others when `sampling` asks for it. The requests that `formats` names (`constrained`) ask for
+/// `bench_constraint()`. `rate` only labels the summary.
 expected<run_summary> run_in_process(caf::actor_system& system, config::pipeline cfg,
                                      const std::string& policy, const workload& requests,
                                      double rate, run_progress& progress,
-                                     const sampling_fields& sampling = {});
+                                     const sampling_fields& sampling = {},
+                                     const output_formats& formats = {});
 
 }  // namespace conveyor::bench

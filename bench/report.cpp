@@ -246,6 +246,18 @@ std::string render_table(const std::vector<run_summary>& runs) {
   if (turns > 0 || prompts_counted)
     row("prefix cache hit rate (cached / prompt tokens)",
         [](const run_summary& r) { return fmt_hit_rate(r); });
+  // Runs that gave some requests an output format: the TPOT of each kind apart.
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const run_summary& r) { return r.constrained_completed > 0; })) {
+    row("TPOT ms, no format (mean/p50/p90/p99)",
+        [](const run_summary& r) { return fmt_ms(r.tpot_unconstrained); });
+    row("TPOT ms, JSON schema (mean/p50/p90/p99)",
+        [](const run_summary& r) { return fmt_ms(r.tpot_constrained); });
+    row("JSON schema requests completed (output tokens)", [](const run_summary& r) {
+      return std::to_string(r.constrained_completed) + " (" +
+             std::to_string(r.constrained_output_tokens) + ")";
+    });
+  }
   row("mean batch size", [](const run_summary& r) { return fmt("%.2f", r.batch_size_mean); });
   row("padding fraction",
       [](const run_summary& r) { return fmt("%.1f%%", r.padding_fraction * 100); });
@@ -293,6 +305,10 @@ nlohmann::json to_json(const run_summary& r) {
           {"output_tokens_per_s", number(r.output_tokens_per_s)},
           {"ttft_s", to_json(r.ttft)},
           {"tpot_s", to_json(r.tpot)},
+          {"tpot_unconstrained_s", to_json(r.tpot_unconstrained)},
+          {"tpot_constrained_s", to_json(r.tpot_constrained)},
+          {"constrained_completed", r.constrained_completed},
+          {"constrained_output_tokens", r.constrained_output_tokens},
           {"itl_s", to_json(r.itl)},
           {"e2e_s", to_json(r.e2e)},
           {"ttft_by_turn_s", by_turn},

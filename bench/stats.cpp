@@ -43,7 +43,7 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
   s.rate = rate;
   s.requests = records.size();
   s.wall_s = wall_s;
-  std::vector<double> ttft, tpot, itl, e2e, later_turns;
+  std::vector<double> ttft, tpot, itl, e2e, later_turns, tpot_unconstrained, tpot_constrained;
   // Every turn sent gets its place, also one that no request completed.
   std::size_t turns = 0;
   for (const auto& r : records) turns = std::max(turns, std::size_t(std::max(r.turn, 0)));
@@ -62,6 +62,10 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
         continue;
     }
     s.output_tokens += uint64_t(std::max(r.output_tokens, 0));
+    if (r.constrained) {
+      ++s.constrained_completed;
+      s.constrained_output_tokens += uint64_t(std::max(r.output_tokens, 0));
+    }
     if (r.prompt_tokens) {
       s.prompt_tokens += uint64_t(std::max(*r.prompt_tokens, 0));
       s.cached_tokens += uint64_t(std::max(r.cached_tokens.value_or(0), 0));
@@ -72,8 +76,10 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
     ttft.push_back(r.chunk_times.front());
     if (r.turn > 0) ttft_by_turn[r.turn - 1].push_back(r.chunk_times.front());
     if (r.turn > 1) later_turns.push_back(r.chunk_times.front());
-    if (r.output_tokens >= 2)
+    if (r.output_tokens >= 2) {
       tpot.push_back((r.end - r.chunk_times.front()) / double(r.output_tokens - 1));
+      (r.constrained ? tpot_constrained : tpot_unconstrained).push_back(tpot.back());
+    }
     for (std::size_t i = 1; i < r.chunk_times.size(); ++i)
       itl.push_back(r.chunk_times[i] - r.chunk_times[i - 1]);
   }
@@ -81,6 +87,8 @@ run_summary summarize(std::string name, double rate, const std::vector<request_r
   s.output_tokens_per_s = wall_s > 0 ? double(s.output_tokens) / wall_s : nan;
   s.ttft = describe(ttft);
   s.tpot = describe(tpot);
+  s.tpot_unconstrained = describe(tpot_unconstrained);
+  s.tpot_constrained = describe(tpot_constrained);
   s.itl = describe(itl);
   s.e2e = describe(e2e);
   for (const auto& samples : ttft_by_turn) s.ttft_by_turn.push_back(describe(samples));

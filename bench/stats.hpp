@@ -46,6 +46,8 @@ struct request_record {
   /// its prefix cache (`usage.prompt_tokens_details.cached_tokens`); unset when not reported.
   std::optional<int32_t> prompt_tokens;
   std::optional<int32_t> cached_tokens;
+  /// The request asked for an output format (--json-schema-fraction).
+  bool constrained = false;
 };
 
 /// Counters a progress line reads while a run goes on (written by the run's threads).
@@ -115,6 +117,13 @@ struct run_summary {
   uint64_t cached_tokens = 0;
   /// cached_tokens / prompt_tokens; NaN when no request reported a cached count.
   double prefix_cache_hit_rate = 0;
+  /// The TPOT of completed requests that asked for no output format and of those that asked for
+  /// one (`request_record::constrained`), the completed ones of the latter and their output
+  /// tokens: what constrained neighbours cost the others.
+  distribution tpot_unconstrained;
+  distribution tpot_constrained;
+  std::size_t constrained_completed = 0;
+  uint64_t constrained_output_tokens = 0;
   /// The E2E latencies of completed requests, sorted (for the CDF chart).
   std::vector<double> e2e_sorted;
 };

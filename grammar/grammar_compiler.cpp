@@ -1,7 +1,10 @@
 #include "grammar/grammar_compiler.hpp"
 
 #include <exception>
+#include <list>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include <xgrammar/compiler.h>
 #include <xgrammar/tokenizer_info.h>
@@ -57,16 +60,45 @@ struct grammar_compiler::impl {
       : limits(l),
         vocab_size(vocab),
         // No stop tokens of its own: each matcher gets its sequence's end ids.
+        // Its own cache off: ours (below) answers a repeated format without a thread.
         compiler(xgrammar::TokenizerInfo(raw_vocabulary(tok, vocab), xgrammar::VocabType::RAW,
                                          vocab, std::vector<int32_t>{}),
-                 l.threads, true, l.cache_bytes),
+                 l.threads, false),
         runner(l.timeout, l.max_compiling) {}
+
+  /// The compiled format of `key`, most recently used first; null when not cached.
+  std::shared_ptr<const compiled_grammar> cached(const std::string& key) {
+    std::lock_guard<std::mutex> lock{cache_mutex};
+    auto it = index.find(key);
+    if (it == index.end()) return nullptr;
+    lru.splice(lru.begin(), lru, it->second);
+    return it->second->second;
+  }
+
+  /// Keeps `g` under `key`, dropping the least recently used beyond the cache's bytes (never
+  /// the one just kept).
+  void keep(const std::string& key, std::shared_ptr<const compiled_grammar> g) {
+    std::lock_guard<std::mutex> lock{cache_mutex};
+    if (index.count(key)) return;
+    bytes += int64_t(g->memory_bytes());
+    lru.emplace_front(key, std::move(g));
+    index.emplace(key, lru.begin());
+    while (bytes > limits.cache_bytes && lru.size() > 1) {
+      bytes -= int64_t(lru.back().second->memory_bytes());
+      index.erase(lru.back().first);
+      lru.pop_back();
+    }
+  }
 
   compile_limits limits;
   int32_t vocab_size;
-  /// Thread-safe; its cache is keyed by the source text and options.
+  /// Thread-safe.
   xgrammar::GrammarCompiler compiler;
   bounded_runner runner;
+  std::mutex cache_mutex;
+  std::list<std::pair<std::string, std::shared_ptr<const compiled_grammar>>> lru;
+  std::unordered_map<std::string, decltype(lru)::iterator> index;
+  int64_t bytes = 0;
 };
 
 grammar_compiler::grammar_compiler(const tokenizers::tokenizer& tokenizer, int32_t vocab_size,
@@ -77,7 +109,10 @@ grammar_compiler::~grammar_compiler() = default;
 
 int32_t grammar_compiler::vocab_size() const { return impl_->vocab_size; }
 
-int64_t grammar_compiler::cache_bytes() const { return impl_->compiler.GetCacheSizeBytes(); }
+int64_t grammar_compiler::cache_bytes() const {
+  std::lock_guard<std::mutex> lock{impl_->cache_mutex};
+  return impl_->bytes;
+}
 
 const compile_limits& grammar_compiler::limits() const { return impl_->limits; }
 
@@ -101,11 +136,17 @@ expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
     return refuse(std::string{kind_name(c.type)} + " has " + std::to_string(bytes) +
                   " bytes, more than the " + std::to_string(l.max_spec_bytes) +
                   " allowed (structured_outputs.max_spec_bytes)");
-  // Compiled on a thread of the runner; the impl outlives a compilation past its time limit.
+  // The cache's key: the kind and the source, each choice with its length.
+  std::string key(1, char(c.type));
+  key += c.text;
+  for (const auto& s : c.choices) key += std::to_string(s.size()) + ":" + s;
+  if (auto hit = impl_->cached(key)) return hit;
+  // Compiled on a thread of the runner; the impl outlives a compilation past its time limit,
+  // whose result still enters the cache.
   auto self = impl_;
   const auto spec = c;
   std::function<expected<std::shared_ptr<const compiled_grammar>>()> job =
-      [self, spec, refuse_prefix = field]() -> expected<std::shared_ptr<const compiled_grammar>> {
+      [self, spec, key, refuse_prefix = field]() -> expected<std::shared_ptr<const compiled_grammar>> {
     try {
       auto p = std::make_shared<compiled_grammar::impl>(compiled_grammar::impl{
           [&] {
@@ -121,7 +162,9 @@ expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
             throw std::invalid_argument("no constraint");
           }(),
           self->vocab_size});
-      return std::make_shared<const compiled_grammar>(std::move(p));
+      auto g = std::make_shared<const compiled_grammar>(std::move(p));
+      self->keep(key, g);
+      return g;
     } catch (const std::exception& e) {
       return make_error(ec::bad_request, refuse_prefix + ": " + kind_name(spec.type) +
                                              " cannot be compiled: " + engine_message(e));

@@ -36,8 +36,9 @@ struct compile_limits {
 /// `tokenizer` spells (its token bytes; control tokens and the ids past the tokenizer's, up to
 /// `vocab_size`, can never be generated inside the format). Compilations run on threads of
 /// their own within `compile_limits`; a constraint compiled before comes from the cache (keyed
-/// by its kind and text). Thread-safe: one compiler serves every tokenizer worker and executor
-/// of a model.
+/// by its kind and source; least recently used dropped beyond `cache_bytes`) at once, on the
+/// caller's thread. Thread-safe: one compiler serves every tokenizer worker and executor of a
+/// model.
 class grammar_compiler {
  public:
   grammar_compiler(const tokenizers::tokenizer& tokenizer, int32_t vocab_size,

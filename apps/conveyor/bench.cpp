@@ -26,6 +26,7 @@
 #include "bench/chat_workload.hpp"
 #include "bench/http_target.hpp"
 #include "bench/in_process.hpp"
+#include "bench/output_formats.hpp"
 #include "bench/report.hpp"
 #include "bench/stats.hpp"
 #include "bench/workload.hpp"
@@ -67,6 +68,7 @@ struct bench_options {
   std::string save_file;
   bool run_too = false;
   sampling_fields sampling;
+  output_formats formats;
   bool quiet = false;
 };
 
@@ -287,6 +289,7 @@ int run_bench(const bench_options& o) {
                 " runs against a server through /v1/chat/completions: give --target URL (for "
                 "Conveyor, `conveyor serve` on another port)");
   if (auto problem = check(o.sampling)) return fail(*problem);
+  if (auto problem = check(o.formats)) return fail(*problem);
   if (o.client_threads != 0 && o.target.empty())
     return fail("--client-threads goes with --target (the client's threads)");
   if (o.run_too && o.save_file.empty())
@@ -332,6 +335,7 @@ int run_bench(const bench_options& o) {
   }
   if (chat) settings["think_time_s"] = o.think_time_s;
   settings["sampling"] = to_json(o.sampling);
+  settings["output_formats"] = to_json(o.formats);
   std::vector<run_summary> runs;
   if (!o.target.empty()) {
     auto url = parse_target_url(o.target);
@@ -340,6 +344,7 @@ int run_bench(const bench_options& o) {
     to.url = *url;
     to.model = o.flags.model;
     to.sampling = o.sampling;
+    to.formats = o.formats;
     to.client_threads = o.client_threads;
     settings["target"] = o.target;
     settings["client_threads"] = o.client_threads;
@@ -377,8 +382,8 @@ int run_bench(const bench_options& o) {
         run_progress progress;
         progress_printer printer{policy + " @ " + rate_text(w.rate) + "/s", w.size(), progress,
                                  o.quiet};
-        auto summary =
-            run_in_process(system, *cfg, policy, w.requests, w.rate, progress, o.sampling);
+        auto summary = run_in_process(system, *cfg, policy, w.requests, w.rate, progress,
+                                      o.sampling, o.formats);
         if (!summary) return fail(policy + ": " + message_of(summary.error()));
         runs.push_back(std::move(*summary));
       }
@@ -512,6 +517,13 @@ command_fn add_bench(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos,
                 "Every request generates exactly its max_tokens (sent as \"ignore_eos\": true; "
                 "synthetic models always do in process)");
+  auto* json_schema_fraction =
+      cmd->add_option("--json-schema-fraction", o->formats.json_schema_fraction,
+                      "Share of the requests, spread evenly, that ask for a fixed JSON schema "
+                      "(response_format; docs/bench.md); the table then shows their TPOT and "
+                      "the others' apart")
+          ->capture_default_str();
+  o->kind_flags.push_back({json_schema_fraction, {"completions"}});
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   return [o] { return run_bench(*o); };
 }

@@ -91,6 +91,33 @@ TEST(bench_http, replays_a_workload_in_open_loop) {
   }
 }
 
+TEST(bench_http, a_share_of_the_requests_asks_for_the_schema) {
+  canned_server server;
+  workload w;
+  for (int i = 0; i < 4; ++i) w.push_back({"f" + std::to_string(i), 0.01 * i, "Once", 3});
+  target_options o;
+  o.url = *parse_target_url(server.url());
+  o.formats.json_schema_fraction = 0.5;
+  run_progress progress;
+  run_timing timing;
+  auto records = run_target(w, o, progress, timing);
+  ASSERT_EQ(records.size(), w.size());
+  const auto bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), w.size());
+  std::size_t with_format = 0;
+  for (const auto& text : bodies) {
+    const auto body = nlohmann::json::parse(text);
+    if (!body.contains("response_format")) continue;
+    ++with_format;
+    EXPECT_EQ(body["response_format"]["type"], "json_schema");
+  }
+  EXPECT_EQ(with_format, 2u);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].status, request_status::completed) << records[i].message;
+    EXPECT_EQ(records[i].constrained, i % 2 == 1) << i;
+  }
+}
+
 TEST(bench_http, reads_chunked_streams_that_arrive_a_byte_at_a_time) {
   canned_server server;
   workload w;

@@ -109,5 +109,19 @@ TEST(bench_in_process_synthetic, random_weights_generate_exactly_max_tokens) {
   EXPECT_EQ(s->output_tokens, 5u + 6u + 7u);
 }
 
+TEST(bench_in_process_formats, a_share_of_the_requests_asks_for_the_schema) {
+  caf::actor_system_config sys_cfg;
+  caf::actor_system system{quiet(sys_cfg)};
+  const auto w = tiny_workload();
+  config::pipeline cfg;  // the embedded stories260K
+  run_progress progress;
+  auto s = run_in_process(system, cfg, "continuous", w, 100, progress, {}, {0.5});
+  ASSERT_TRUE(s) << message_of(s.error());
+  EXPECT_EQ(s->completed, w.size());
+  EXPECT_EQ(s->constrained_completed, w.size() / 2);
+  EXPECT_GT(s->constrained_output_tokens, 0u);
+  EXPECT_EQ(s->tpot_unconstrained.count + s->tpot_constrained.count, s->tpot.count);
+}
+
 INSTANTIATE_TEST_SUITE_P(policies, bench_in_process,
                          ::testing::Values("sequential", "seed", "continuous"));

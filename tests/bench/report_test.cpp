@@ -192,3 +192,23 @@ TEST(bench_report, completion_runs_without_prompt_counts_show_no_chat_rows) {
   EXPECT_EQ(table.find("TTFT turn"), std::string::npos) << table;
   EXPECT_EQ(table.find("prefix cache hit rate"), std::string::npos) << table;
 }
+
+TEST(bench_report, runs_with_constrained_requests_show_their_tpot_apart) {
+  auto plain = run_of("seed", 5, {0.5, 1.0});
+  EXPECT_EQ(render_table({plain}).find("JSON schema"), std::string::npos);
+  auto mixed = plain;
+  mixed.tpot_unconstrained = describe({0.002});
+  mixed.tpot_constrained = describe({0.003});
+  mixed.constrained_completed = 1;
+  mixed.constrained_output_tokens = 40;
+  const auto table = render_table({plain, mixed});
+  EXPECT_NE(table.find("TPOT ms, no format"), std::string::npos) << table;
+  EXPECT_NE(table.find("TPOT ms, JSON schema"), std::string::npos) << table;
+  EXPECT_NE(table.find("3.0 / 3.0 / 3.0 / 3.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 (40)"), std::string::npos) << table;
+  const auto j = to_json({mixed}, {});
+  EXPECT_DOUBLE_EQ(j["runs"][0]["tpot_unconstrained_s"]["mean"].get<double>(), 0.002);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["tpot_constrained_s"]["p99"].get<double>(), 0.003);
+  EXPECT_EQ(j["runs"][0]["constrained_completed"], 1);
+  EXPECT_EQ(j["runs"][0]["constrained_output_tokens"], 40);
+}

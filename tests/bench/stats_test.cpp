@@ -122,3 +122,30 @@ TEST(bench_stats, the_hit_rate_is_nan_when_no_response_reported_cached_tokens) {
   EXPECT_EQ(p.prompt_tokens, 0u);
   EXPECT_TRUE(std::isnan(p.prefix_cache_hit_rate));
 }
+
+TEST(bench_stats, summarize_keeps_the_tpot_of_constrained_requests_apart) {
+  std::vector<request_record> records(3);
+  for (auto& r : records) {
+    r.status = request_status::completed;
+    r.chunk_times = {0.1};
+    r.output_tokens = 3;
+  }
+  records[0].end = 0.3;  // TPOT 0.1
+  records[1].end = 0.5;  // 0.2
+  records[2].end = 0.9;  // 0.4, constrained
+  records[2].constrained = true;
+  auto s = summarize("continuous", 5.0, records, 1.0);
+  EXPECT_EQ(s.tpot.count, 3u);
+  EXPECT_EQ(s.tpot_unconstrained.count, 2u);
+  EXPECT_NEAR(s.tpot_unconstrained.mean, 0.15, 1e-12);
+  EXPECT_EQ(s.tpot_constrained.count, 1u);
+  EXPECT_NEAR(s.tpot_constrained.mean, 0.4, 1e-12);
+  EXPECT_EQ(s.constrained_completed, 1u);
+  EXPECT_EQ(s.constrained_output_tokens, 3u);
+  // Without constrained requests every TPOT is an unconstrained one.
+  records[2].constrained = false;
+  s = summarize("continuous", 5.0, records, 1.0);
+  EXPECT_EQ(s.tpot_unconstrained.count, 3u);
+  EXPECT_EQ(s.tpot_constrained.count, 0u);
+  EXPECT_EQ(s.constrained_completed, 0u);
+}

@@ -111,16 +111,21 @@ def main():
     # is still an object's beginning.
     out["json_object"]["all_objects"] = all(t.startswith("{") for t, _, _ in runs)
 
-    # vLLM's structured_outputs: regex, choice, grammar, json.
-    runs = []
-    for seed in SEEDS:
-        r = client.completions.create(model=model, prompt="Once upon a time", temperature=1,
-                                      seed=seed, max_tokens=60,
-                                      extra_body={"structured_outputs": {"regex": REGEX}})
-        text = r.choices[0].text
-        runs.append((text, r.choices[0].finish_reason,
-                     "valid" if re.fullmatch(REGEX, text) else "no match"))
-    out["regex"] = tally(runs)
+    # vLLM's structured_outputs: regex, choice, grammar.
+    def completions(fmt, max_tokens, check):
+        runs = []
+        for seed in SEEDS:
+            r = client.completions.create(model=model, prompt="Once upon a time", temperature=1,
+                                          seed=seed, max_tokens=max_tokens,
+                                          extra_body={"structured_outputs": fmt})
+            text = r.choices[0].text
+            runs.append((text, r.choices[0].finish_reason, "valid" if check(text) else "invalid"))
+        return tally(runs)
+    out["regex"] = completions({"regex": REGEX}, 60, lambda t: re.fullmatch(REGEX, t))
+    grammar = 'root ::= "The " animal " is " color "."\nanimal ::= "cat" | "dog"\n' \
+              'color ::= "red" | "blue" | "green"'
+    grammar_re = r"The (cat|dog) is (red|blue|green)\."
+    out["grammar"] = completions({"grammar": grammar}, 30, lambda t: re.fullmatch(grammar_re, t))
     runs = []
     for seed in SEEDS:
         r = client.chat.completions.create(model=model, messages=MESSAGES, temperature=1,
@@ -130,18 +135,6 @@ def main():
         runs.append((text, r.choices[0].finish_reason,
                      "valid" if text in CHOICES else "not a choice"))
     out["choice"] = tally(runs)
-    grammar = 'root ::= "The " animal " is " color "."\nanimal ::= "cat" | "dog"\n' \
-              'color ::= "red" | "blue" | "green"'
-    grammar_re = r"The (cat|dog) is (red|blue|green)\."
-    runs = []
-    for seed in SEEDS:
-        r = client.completions.create(model=model, prompt="Once upon a time", temperature=1,
-                                      seed=seed, max_tokens=30,
-                                      extra_body={"structured_outputs": {"grammar": grammar}})
-        text = r.choices[0].text
-        runs.append((text, r.choices[0].finish_reason,
-                     "valid" if re.fullmatch(grammar_re, text) else "no match"))
-    out["grammar"] = tally(runs)
 
     # Streamed and whole agree exactly; n choices each fit.
     agree = []

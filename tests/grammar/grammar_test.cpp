@@ -296,6 +296,17 @@ TEST_F(grammar_test, a_repeated_format_comes_from_the_cache) {
   auto second = compile(c);
   ASSERT_TRUE(first && second);
   EXPECT_EQ(compiler->cache_bytes(), bytes);
+  EXPECT_EQ(first.get(), second.get());
+  // A cache of one format's bytes keeps the latest one only.
+  compile_limits l;
+  l.cache_bytes = 1;
+  grammar_compiler small{*tokenizer, tokenizer->vocab_size(), l};
+  auto a = small.compile(c);
+  auto b = small.compile(format(kind::regex, "[a-z]+"));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(small.cache_bytes(), int64_t((*b)->memory_bytes()));
+  EXPECT_EQ(small.compile(format(kind::regex, "[a-z]+"))->get(), b->get());
+  EXPECT_NE(small.compile(c)->get(), a->get());
 }
 
 TEST(grammar_choice, escapes_quotes_backslashes_and_control_bytes) {

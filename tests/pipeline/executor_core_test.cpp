@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/executor_runs.hpp"
 #include "tests/support/model_files.hpp"
 #include "model/causal_lm.hpp"
 #include "tokenizers/tokenizer.hpp"
@@ -20,11 +21,8 @@ using namespace conveyor::pipeline;
 
 namespace {
 
-struct run_result {
-  std::string text;
-  std::vector<int32_t> tokens;
-  request_result result;
-};
+using test::collect;
+using test::run_result;
 
 class executor_core_test : public ::testing::Test {
  protected:
@@ -63,20 +61,7 @@ class executor_core_test : public ::testing::Test {
 
   // Steps until every request ended; collects each one's text and tokens.
   std::map<request_id, run_result> run(executor_core& core, int max_steps = 10000) {
-    std::map<request_id, run_result> out;
-    for (int i = 0; i < max_steps && core.has_work(); ++i) collect(core.step(), out);
-    return out;
-  }
-
-  static void collect(const step_output& step, std::map<request_id, run_result>& out) {
-    for (auto& c : step.chunks) {
-      out[c.id].text += c.text;
-      out[c.id].tokens.insert(out[c.id].tokens.end(), c.tokens.begin(), c.tokens.end());
-    }
-    for (auto& r : step.results) {
-      out[r.id].result = r;
-      out[r.id].text += r.tail;
-    }
+    return test::run_until_idle(core, max_steps);
   }
 
   std::shared_ptr<const tokenizers::tokenizer> tokenizer;

@@ -14,6 +14,7 @@
 #include "grammar/grammar_compiler.hpp"
 #include "model/causal_lm.hpp"
 #include "pipeline/executor_core.hpp"
+#include "tests/support/executor_runs.hpp"
 #include "tests/support/model_files.hpp"
 #include "tokenizers/tokenizer.hpp"
 
@@ -23,11 +24,7 @@ using kind = sampling::structured_output::kind;
 
 namespace {
 
-struct run_result {
-  std::string text;
-  std::vector<int32_t> tokens;
-  request_result result;
-};
+using test::run_result;
 
 class executor_format_test : public ::testing::Test {
  protected:
@@ -73,20 +70,9 @@ class executor_format_test : public ::testing::Test {
     std::map<request_id, run_result> out;
     step_output admitted;
     core.admit(std::move(reqs), false, admitted);
-    collect(admitted, out);
-    for (int i = 0; i < 10000 && core.has_work(); ++i) collect(core.step(), out);
+    test::collect(admitted, out);
+    for (int i = 0; i < 10000 && core.has_work(); ++i) test::collect(core.step(), out);
     return out;
-  }
-
-  static void collect(const step_output& step, std::map<request_id, run_result>& out) {
-    for (auto& c : step.chunks) {
-      out[c.id].text += c.text;
-      out[c.id].tokens.insert(out[c.id].tokens.end(), c.tokens.begin(), c.tokens.end());
-    }
-    for (auto& r : step.results) {
-      out[r.id].result = r;
-      out[r.id].text += r.tail;
-    }
   }
 
   static sampling::structured_output format(kind type, std::string text,
