@@ -86,7 +86,7 @@ class chat_template {
  public:
   /// Parses `source`. An unsupported construct, a syntax error or nesting deeper than
   /// `max_template_nesting` gives ec::bad_config with the construct and its line: "chat
-  /// template line 3: unsupported tag 'macro'".
+  /// template line 3: unsupported tag 'call'".
   static expected<chat_template> parse(std::string_view source, special_tokens tokens,
                                        render_limits limits = {});
 

@@ -9,7 +9,7 @@
 
 namespace conveyor::chat {
 
-/// Parses `source`. Throws template_error ("chat template line 3: unsupported tag 'macro'")
+/// Parses `source`. Throws template_error ("chat template line 3: unsupported tag 'call'")
 /// for syntax errors and unsupported tags, filters, tests, functions or methods.
 template_program parse_template(std::string_view source);
 

@@ -21,6 +21,15 @@ expected<chat_template_choice> select_chat_template(
     const std::string& model_origin, special_tokens tokens, render_limits limits) {
   chat_template_choice choice;
   std::string source;
+  if (setting.empty())
+    for (const auto& [name, text] : model_templates) {
+      if (name != "tool_use") continue;
+      auto parsed = chat_template::parse(text, tokens, limits);
+      if (!parsed)
+        return make_error(code_of(parsed.error()),
+                          model_origin + " (tool_use): " + message_of(parsed.error()));
+      choice.tool_tmpl = std::make_shared<const chat_template>(std::move(*parsed));
+    }
   if (!setting.empty() && is_inline_template(setting)) {
     source = setting;
     choice.origin = "model.chat_template";

@@ -27,6 +27,10 @@ using named_template = std::pair<std::string, std::string>;
 struct chat_template_choice {
   /// The template; null when chat is refused.
   std::shared_ptr<const chat_template> tmpl;
+  /// The template of conversations with tools: the model's template named "tool_use" where it
+  /// has one (apply_chat_template picks it when given tools) and model.chat_template is not set;
+  /// null otherwise (`tmpl` serves them).
+  std::shared_ptr<const chat_template> tool_tmpl;
   /// Where the template came from, for the log: "model.chat_template (chat.jinja)",
   /// "models/x/chat_template.jinja".
   std::string origin;
@@ -42,10 +46,11 @@ bool is_inline_template(const std::string& setting);
 /// Picks and parses the chat template: `setting` (the `model.chat_template` value: inline text,
 /// or a file to read) when not empty; else the model's template named "default" among
 /// `model_templates` (read from `model_origin`), as transformers' apply_chat_template picks it
-/// for a conversation without tools; else none, with the refusal saying why (no template, or
-/// templates of other names only, e.g. "tool_use"). Errors (ec::bad_config for a template
-/// outside the supported subset, ec::bad_file for an unreadable file) name the origin:
-/// "model.chat_template (chat.jinja): chat template line 3: unsupported tag 'macro'".
+/// for a conversation without tools, and the one named "tool_use" for conversations with tools;
+/// else none, with the refusal saying why (no template, or templates of other names only, e.g.
+/// "tool_use", which then serves conversations with tools alone). Errors (ec::bad_config for a
+/// template outside the supported subset, ec::bad_file for an unreadable file) name the origin:
+/// "model.chat_template (chat.jinja): chat template line 3: unsupported tag 'call'".
 expected<chat_template_choice> select_chat_template(
     const std::string& setting, const std::vector<named_template>& model_templates,
     const std::string& model_origin, special_tokens tokens, render_limits limits = {});

@@ -351,6 +351,7 @@ class http_connection final : public connection,
     ctx.served_model = st_.model;
     ctx.defaults = st_.backend.defaults();
     ctx.chat_template = st_.options.chat_template.get();
+    ctx.tool_chat_template = st_.options.tool_chat_template.get();
     ctx.chat_refusal = st_.options.chat_refusal;
     ctx.tool_call_parser = st_.options.tool_call_parser;
     ctx.max_prompts = st_.options.max_prompts;

@@ -70,6 +70,9 @@ struct server_options {
   std::shared_ptr<const chat::chat_template> chat_template;
   /// Why chat is refused without a template (chat::select_chat_template says why).
   std::string chat_refusal{chat::no_chat_template_refusal};
+  /// The template of conversations with tools when the model has one for them ("tool_use");
+  /// null: `chat_template` serves them.
+  std::shared_ptr<const chat::chat_template> tool_chat_template;
   /// The parser of the model's tool calls (`model.tool_call_parser`); empty refuses
   /// tool_choice "auto".
   std::string tool_call_parser;

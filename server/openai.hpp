@@ -105,6 +105,26 @@ std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           std::size_t max_n = 16,
                                                           std::string_view tool_call_parser = {});
 
+/// The templates a chat body may be rendered with.
+struct chat_templates {
+  /// Conversations without tools (and all of them when `tools` is null); null refuses those
+  /// with `refusal`.
+  const chat::chat_template* plain = nullptr;
+  /// Conversations with tools (tools given, tool_choice not "none"): the model's "tool_use"
+  /// template, as apply_chat_template picks it; null: `plain` serves them.
+  const chat::chat_template* tools = nullptr;
+  /// Why a conversation without a template is refused.
+  std::string_view refusal;
+};
+
+/// parse_chat_body with the template chosen per conversation as `templates` says; a
+/// conversation that has none is a body_error with `templates.refusal` and no param.
+std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
+                                                          const completion_defaults& defaults,
+                                                          const chat_templates& templates,
+                                                          std::size_t max_n = 16,
+                                                          std::string_view tool_call_parser = {});
+
 // -- responses -----------------------------------------------------------------------------------
 
 /// What every object of one completion response shares.

@@ -131,7 +131,7 @@ void refuse_unsupported_chat(const json& obj) {
 
 completion_body parse_chat_object(const json& obj, const nlohmann::ordered_json& ordered,
                                   const completion_defaults& defaults,
-                                  const chat::chat_template& tmpl, std::size_t max_n,
+                                  const chat_templates& templates, std::size_t max_n,
                                   std::string_view tool_call_parser) {
   if (auto* model = find(obj, "model"); model && !model->is_string())
     fail("model", std::string{"'model' must be a string, got "} + type_name_of(*model));
@@ -166,7 +166,12 @@ completion_body parse_chat_object(const json& obj, const nlohmann::ordered_json&
   chat::render_options options;
   options.add_generation_prompt = get_bool(obj, "add_generation_prompt").value_or(true);
   options.tools = std::move(tools.template_tools);
-  auto prompt = tmpl.render(messages, options);
+  // As apply_chat_template picks a model's named templates: "tool_use" for a conversation
+  // with tools, where the model has one.
+  const chat::chat_template* tmpl =
+      options.tools.is_none() || !templates.tools ? templates.plain : templates.tools;
+  if (!tmpl) fail("", std::string{templates.refusal});
+  auto prompt = tmpl->render(messages, options);
   if (!prompt) fail("messages", message_of(prompt.error()));
   // Tokenized adding no special tokens, as transformers' apply_chat_template(tokenize=True) and
   // vLLM's chat do: the template writes BOS (bos_token) when the model wants one.
@@ -189,6 +194,15 @@ std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
                                                           const chat::chat_template& tmpl,
                                                           std::size_t max_n,
                                                           std::string_view tool_call_parser) {
+  return parse_chat_body(body, defaults, chat_templates{&tmpl, nullptr, {}}, max_n,
+                         tool_call_parser);
+}
+
+std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
+                                                          const completion_defaults& defaults,
+                                                          const chat_templates& templates,
+                                                          std::size_t max_n,
+                                                          std::string_view tool_call_parser) {
   json obj;
   if (auto err = parse_json_object(body, obj)) return *err;
   try {
@@ -197,7 +211,7 @@ std::variant<completion_body, body_error> parse_chat_body(std::string_view body,
     nlohmann::ordered_json ordered;
     if (auto* tools = find(obj, "tools"); tools && tools->is_array() && !tools->empty())
       ordered = nlohmann::ordered_json::parse(body, nullptr, false);
-    auto result = parse_chat_object(obj, ordered, defaults, tmpl, max_n, tool_call_parser);
+    auto result = parse_chat_object(obj, ordered, defaults, templates, max_n, tool_call_parser);
     keep_schema_order(body, result.requests);
     return result;
   } catch (const field_error& e) {

@@ -50,12 +50,14 @@ error_answer chat_refused(std::string_view refusal) {
 std::variant<completion_body, error_answer> read_completion_request(std::string_view body,
                                                                     api_kind kind,
                                                                     const request_context& ctx) {
-  if (kind == api_kind::chat_completions && !ctx.chat_template)
+  if (kind == api_kind::chat_completions && !ctx.chat_template && !ctx.tool_chat_template)
     return chat_refused(ctx.chat_refusal);
-  auto parsed =
-      kind == api_kind::chat_completions
-          ? parse_chat_body(body, ctx.defaults, *ctx.chat_template, ctx.max_n, ctx.tool_call_parser)
-          : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);
+  auto parsed = kind == api_kind::chat_completions
+                    ? parse_chat_body(body, ctx.defaults,
+                                      chat_templates{ctx.chat_template, ctx.tool_chat_template,
+                                                     ctx.chat_refusal},
+                                      ctx.max_n, ctx.tool_call_parser)
+                    : parse_completion_body(body, ctx.defaults, ctx.max_prompts, ctx.max_n);
   if (auto* err = std::get_if<body_error>(&parsed)) {
     error_answer answer;
     answer.message = std::move(err->message);

@@ -68,6 +68,9 @@ struct request_context {
   /// The chat template (chat requests only); null refuses chat with a 400 saying `chat_refusal`.
   const chat::chat_template* chat_template = nullptr;
   std::string_view chat_refusal;
+  /// The template of conversations with tools, when the model has one for them; null:
+  /// `chat_template` serves them.
+  const chat::chat_template* tool_chat_template = nullptr;
   /// The parser of the model's tool calls (model.tool_call_parser); empty refuses tool_choice
   /// "auto".
   std::string_view tool_call_parser;

@@ -58,6 +58,9 @@ int run_serve(const config_flags& flags) {
     spdlog::info("chat template: {}", chat->origin);
   else
     spdlog::warn("chat completions are refused: {}", chat->refusal);
+  if (chat->tool_tmpl)
+    spdlog::info("chat template of conversations with tools: {} (tool_use)",
+                 model_templates->origin);
   caf::actor_system_config sys_cfg;
   // Workers (cluster.remote) talk to the batcher and the sinks through CAF's middleman.
   configure_actor_system(sys_cfg);
@@ -92,6 +95,7 @@ int run_serve(const config_flags& flags) {
   so.max_n = size_t(cfg->server.max_n);
   so.chat_template = chat->tmpl;
   if (!chat->tmpl) so.chat_refusal = chat->refusal;
+  so.tool_chat_template = chat->tool_tmpl;
   so.tool_call_parser = cfg->model.tool_call_parser;
   server::http_server http{so, backend};
   if (auto err = http.start()) {

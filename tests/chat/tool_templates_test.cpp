@@ -14,6 +14,7 @@
 
 #include "chat/chat_template.hpp"
 #include "chat/json_value.hpp"
+#include "chat/template_source.hpp"
 
 using namespace conveyor;
 using namespace conveyor::chat;
@@ -210,4 +211,27 @@ TEST(tool_templates, messages_carry_their_tool_keys_only_when_they_have_them) {
       "\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}\n"
       "{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": \"call_1\"}\n"
       "[{\"type\": \"function\"}]");
+}
+
+TEST(tool_templates, a_models_tool_use_template_serves_conversations_with_tools) {
+  const std::vector<named_template> both{{"default", "D{{ tools }}"}, {"tool_use", "T"}};
+  auto choice = select_chat_template("", both, "m/", {});
+  ASSERT_TRUE(choice);
+  ASSERT_TRUE(choice->tmpl && choice->tool_tmpl);
+  EXPECT_EQ(*choice->tmpl->render({{"user", "x"}}, false), "DNone");
+  EXPECT_EQ(*choice->tool_tmpl->render({{"user", "x"}}, false), "T");
+  // Alone it serves conversations with tools; those without are refused.
+  auto only = select_chat_template("", {{"tool_use", "T"}}, "m/", {});
+  ASSERT_TRUE(only);
+  EXPECT_FALSE(only->tmpl);
+  EXPECT_TRUE(only->tool_tmpl);
+  EXPECT_NE(only->refusal.find("none named \"default\""), std::string::npos) << only->refusal;
+  // model.chat_template serves every conversation.
+  auto set = select_chat_template("S{{ tools }}", both, "m/", {});
+  ASSERT_TRUE(set);
+  EXPECT_FALSE(set->tool_tmpl);
+  // A tool_use template outside the subset stops the start, naming it.
+  auto bad = select_chat_template("", {{"default", "D"}, {"tool_use", "{% call x %}"}}, "m/", {});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(message_of(bad.error()), "m/ (tool_use): chat template line 1: unsupported tag 'call'");
 }

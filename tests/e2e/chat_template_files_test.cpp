@@ -155,6 +155,35 @@ TEST(e2e_chat_template_files, templates_for_tool_use_only_get_chat_refused) {
   expect_chat_refused("tool_use_only", "tool_use");
 }
 
+// Given tools (and tool_choice "auto", read by model.tool_call_parser), a model's template named
+// "tool_use" renders the conversation, as apply_chat_template(tools=...) picks it: the prompt is
+// transformers' ids, and the greedy reply (no calls in it) is the reply to those ids. A model
+// with a tool_use template alone serves conversations with tools.
+TEST(e2e_chat_template_files, conversations_with_tools_get_the_template_named_tool_use) {
+  const auto fixture = models_fixture();
+  for (const std::string name : {"named_list", "named_files", "tool_use_only", "string_field"}) {
+    SCOPED_TRACE(name);
+    model_directory dir{name};
+    ASSERT_FALSE(dir.path().empty());
+    conveyor_process server{{"--model", dir.path(), "--set", "model.tool_call_parser=hermes"}};
+    ASSERT_TRUE(server.ok()) << server.error();
+    for (const auto& r : fixture.at("models").at(name).at("tool_renderings")) {
+      SCOPED_TRACE(r.at("conversation").get<std::string>());
+      const auto& ids = r.at("ids");
+      const auto chat = post(server, "/v1/chat/completions",
+                             {{"messages", fixture.at("conversations").at(r.at("conversation"))},
+                              {"tools", fixture.at("tools")},
+                              {"max_tokens", 24},
+                              {"temperature", 0}});
+      EXPECT_EQ(chat["usage"]["prompt_tokens"], ids.size());
+      const auto reference = post(server, "/v1/completions",
+                                  {{"prompt", ids}, {"max_tokens", 24}, {"temperature", 0}});
+      EXPECT_EQ(chat["choices"][0]["message"]["content"], reference["choices"][0]["text"]);
+    }
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
+}
+
 // model.chat_template serves chat for a model that has no template of its own.
 TEST(e2e_chat_template_files, model_chat_template_names_one_for_a_model_without) {
   const auto fixture = models_fixture();

@@ -185,6 +185,29 @@ TEST(tool_calls, bad_tool_messages_are_refused_naming_the_field) {
   }
 }
 
+TEST(tool_calls, conversations_with_tools_take_the_tool_template_where_there_is_one) {
+  auto plain = chat::chat_template::parse("plain", {"", ""});
+  auto tools = chat::chat_template::parse("tools {{ tools | length }}", {"", ""});
+  const std::string with_tools = "{" + ask + R"(, "tools": [)" + weather_tool + "]}";
+  const std::string without = "{" + ask + "}";
+  const std::string none =
+      "{" + ask + R"(, "tools": [)" + weather_tool + R"(], "tool_choice": "none"})";
+  auto prompt = [](const std::variant<completion_body, body_error>& r) {
+    if (auto* e = std::get_if<body_error>(&r)) return "error " + e->param + ": " + e->message;
+    return std::get<completion_body>(r).requests[0].prompt;
+  };
+  const chat_templates both{&*plain, &*tools, "refused"};
+  EXPECT_EQ(prompt(parse_chat_body(with_tools, {}, both, 16, "hermes")), "tools 1");
+  EXPECT_EQ(prompt(parse_chat_body(without, {}, both, 16, "hermes")), "plain");
+  EXPECT_EQ(prompt(parse_chat_body(none, {}, both, 16, "hermes")), "plain");
+  const chat_templates tools_only{nullptr, &*tools, "no default template"};
+  EXPECT_EQ(prompt(parse_chat_body(with_tools, {}, tools_only, 16, "hermes")), "tools 1");
+  EXPECT_EQ(prompt(parse_chat_body(without, {}, tools_only, 16, "hermes")),
+            "error : no default template");
+  const chat_templates plain_only{&*plain, nullptr, {}};
+  EXPECT_EQ(prompt(parse_chat_body(with_tools, {}, plain_only, 16, "hermes")), "plain");
+}
+
 // -- schemas ---------------------------------------------------------------------------------
 
 TEST(tool_calls, a_named_function_constrains_the_output_to_its_parameters) {
