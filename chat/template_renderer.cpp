@@ -320,6 +320,9 @@ class renderer final : public expression_evaluator {
     if (macro_depth_ >= max_macro_depth)
       fail_at_line(e.line,
                    "macro calls nested more than " + std::to_string(max_macro_depth) + " deep");
+    // Each call is work (its frame, its output): a macro that calls itself twice per level
+    // runs out of work, not of time.
+    budget_.charge(4 * value::item_weight, e.line);
     std::unordered_map<std::string, value> frame;
     std::vector<bool> bound(params, false);
     for (std::size_t i = 0; i < e.args.size(); ++i) {

@@ -144,6 +144,10 @@ TEST(tool_templates, macros_return_what_their_body_renders) {
   EXPECT_EQ(render_one("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"),
             "error: rendering the chat template failed: chat template line 1: macro calls nested "
             "more than 32 deep");
+  // Calls that double per level run out of work, not of time.
+  const auto doubling = render_one(
+      "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(30) }}");
+  EXPECT_NE(doubling.find("units of work"), std::string::npos) << doubling;
   EXPECT_EQ(render_one("{% for x in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"),
             "parse error: chat template line 1: 'break' outside a loop");
 }
