@@ -54,9 +54,13 @@ void hermes_tool_parser::read(bool final, std::vector<tool_call_event>& events) 
       add_content(std::string_view{pending_}.substr(0, at), events);
       pending_.erase(0, at + open_tag.size());
       in_call_ = true;
+      searched_ = 0;
       continue;
     }
-    const auto at = pending_.find(close_tag);
+    // The block so far was searched up to `searched_` (a tag may straddle that point).
+    const auto at =
+        pending_.find(close_tag, searched_ > close_tag.size() ? searched_ - close_tag.size() : 0);
+    searched_ = pending_.size();
     if (at == std::string::npos) {
       if (!final) return;
       if (!add_call(pending_, events)) add_content(std::string{open_tag} + pending_, events);

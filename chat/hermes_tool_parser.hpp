@@ -29,8 +29,9 @@ class hermes_tool_parser final : public tool_call_parser {
 
   // Text not yet reported.
   std::string pending_;
-  // Inside a `<tool_call>` block (its tag consumed).
+  // Inside a `<tool_call>` block (its tag consumed), searched for its end up to here.
   bool in_call_ = false;
+  std::size_t searched_ = 0;
   // Calls reported so far.
   std::size_t calls_ = 0;
   // Whitespace after a call: dropped unless other text follows.
