@@ -242,10 +242,10 @@ task_output completion_task::finish_choice(std::size_t index, std::string finish
     results.push_back({std::move(c.text), std::move(c.finish_reason), c.usage});
     if (c.logprobs) results.back().logprobs = std::move(c.part);
     if (!c.reader) continue;
-    // The whole answer of a choice whose text a reader read. A forced answer cut at its length
-    // is no call: its text is the content.
+    // The whole answer of a choice whose text a reader read: what its stream's events carry. A
+    // forced answer cut at its length keeps the call it was writing, arguments cut as they are
+    // (finish_reason "length"), as a stream has sent them.
     auto& result = results.back();
-    if (c.forced && result.finish_reason == "length") continue;
     result.text = std::move(c.parsed.content);
     if (c.calls == 0) continue;
     result.null_content = result.text.empty();

@@ -47,10 +47,10 @@ HERMES_CALL = ('<tool_call>\n\\{"name": "get_weather", "arguments": '
                '\\{"city": "[a-z]{1,8}", "unit": "celsius"\\}\\}\n</tool_call>')
 
 
-def verdicts(message):
-    """'valid' or why not, for each call of an answer's message."""
+def verdicts(message, calls=None):
+    """'valid' or why not, for each call of an answer's message (or of `calls`)."""
     out = []
-    for call in message.tool_calls or []:
+    for call in (message.tool_calls or []) if calls is None else calls:
         if call.type != "function" or not call.id.startswith("call_"):
             out.append(f"bad call {call.type} {call.id}")
             continue
@@ -63,28 +63,6 @@ def verdicts(message):
             out.append("valid")
         except (json.JSONDecodeError, jsonschema.ValidationError) as err:
             out.append(f"{call.function.arguments}: {err}")
-    return out
-
-
-def cut_verdicts(text):
-    """'valid' or why not, for each whole item of a "required" answer cut at max_tokens:
-    `[{"name": ..., "parameters": {...}}, ...`."""
-    out, decoder, i = [], json.JSONDecoder(), 1
-    if not text.startswith("["):
-        return [f"not an array: {text[:40]}"] if text else []
-    while i < len(text):
-        try:
-            item, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            break  # the item max_tokens cut
-        schema = SCHEMAS.get(item.get("name"))
-        try:
-            jsonschema.validate(item.get("parameters"), schema)
-            out.append("valid" if schema else f"unknown function {item.get('name')}")
-        except jsonschema.ValidationError as err:
-            out.append(f"{item}: {err.message}")
-        if text.startswith(", ", i):
-            i += 2
     return out
 
 
@@ -109,10 +87,12 @@ def tally(responses):
             if not v:
                 result["not_calls"].append(["no calls", choice.message.content])
         elif choice.finish_reason == "length":
-            # A forced answer cut at max_tokens is its text: the calls it completed still fit.
-            if choice.message.tool_calls:
-                result["not_calls"].append(["cut with calls", choice.message.content])
-            v = cut_verdicts(choice.message.content or "")
+            # A forced answer cut at max_tokens keeps its calls, the last one's arguments cut
+            # where the limit fell: the calls before it are whole and fit.
+            if choice.message.content:
+                result["not_calls"].append(["cut with content", choice.message.content])
+            calls = choice.message.tool_calls or []
+            v = verdicts(choice.message, calls[:-1])
             result["cut_calls"] = result.get("cut_calls", 0) + len(v)
             result["invalid"] += [x for x in v if x != "valid"]
         else:

@@ -446,19 +446,27 @@ TEST(tool_calls, a_named_functions_answer_is_one_call_whole_and_streamed) {
   EXPECT_EQ(finish, "tool_calls");
 }
 
-TEST(tool_calls, a_forced_answer_cut_at_its_length_is_its_text) {
+TEST(tool_calls, a_forced_answer_cut_at_its_length_keeps_its_cut_call_whole_and_streamed) {
   const tool_call_reading named{tool_call_reading::mode::named, "get_weather", {}};
   auto whole = play(named, false, {R"({"city": "Pa)"}, "length");
-  EXPECT_EQ(whole.body["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(whole.body["choices"][0]["message"],
-            (json{{"role", "assistant"}, {"content", R"({"city": "Pa)"}}));
-  auto required_cut =
-      play(required(), false, {R"([{"name": "get_weather", "parameters": {)"}, "length");
-  EXPECT_EQ(required_cut.body["choices"][0]["message"]["content"],
-            R"([{"name": "get_weather", "parameters": {)");
-  // Streamed, the pieces went out as they came; the last chunk says "length".
+  const auto& choice = whole.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Pa)");
+  // Streamed, the pieces went out as they came; the last chunk says "length"; the two agree.
   auto streamed = play(named, true, {R"({"city": "Pa)"}, "length");
   EXPECT_EQ(streamed.events.back()["choices"][0]["finish_reason"], "length");
+  std::string finish;
+  EXPECT_EQ(comparable(assemble(streamed.events, finish)), comparable(choice["message"]));
+  EXPECT_EQ(finish, "length");
+  auto required_cut =
+      play(required(), false, {R"([{"name": "get_weather", "parameters": {"city": "Pa)"}, "length");
+  auto required_streamed =
+      play(required(), true, {R"([{"name": "get_weather", "parameters": {"city": "Pa)"}, "length");
+  EXPECT_EQ(required_cut.body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(comparable(assemble(required_streamed.events, finish)),
+            comparable(required_cut.body["choices"][0]["message"]));
 }
 
 TEST(tool_calls, streamed_answers_equal_whole_ones_however_the_text_comes) {
