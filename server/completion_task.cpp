@@ -54,11 +54,7 @@ std::optional<std::string> completion_task::submit(
 }
 
 void completion_task::read_tool_calls(const tool_call_reading& reading) {
-  for (auto& choice : choices_) {
-    choice.reader = make_tool_call_reader(reading);
-    choice.forced = reading.type == tool_call_reading::mode::named ||
-                    reading.type == tool_call_reading::mode::required;
-  }
+  for (auto& choice : choices_) choice.reader = make_tool_call_reader(reading);
 }
 
 bool completion_task::accepts(std::size_t index) const {

@@ -123,8 +123,6 @@ class completion_task {
     // -- tool calls --
     // Reads the text's tool calls; null for plain text.
     std::unique_ptr<chat::tool_call_parser> reader;
-    // The calls are forced (a named function, "required"): a cut answer is its text.
-    bool forced = false;
     // What the reader reported (whole answers), the calls it began and their ids (streams).
     chat::parsed_tool_output parsed;
     std::size_t calls = 0;
