@@ -14,8 +14,8 @@
 #include "actors/remote_connector.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "gpu/devices.hpp"
-#include "grammar/grammar_compiler.hpp"
 #include "gpu/placement.hpp"
+#include "grammar/grammar_compiler.hpp"
 #include "model/causal_lm.hpp"
 #include "model/model_info.hpp"
 #include "tokenizers/tokenizer.hpp"
@@ -263,9 +263,8 @@ expected<pipeline_handle> spawn_pipeline(caf::actor_system& system, const config
   h.context = group->context != 0 ? group->context : files->seq_len;
   h.executors = std::move(group->executors);
   h.tokenizer = files->tokenizer;
-  h.tokenizers =
-      spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer, h.context,
-                           files->grammars);
+  h.tokenizers = spawn_tokenizer_pool(system, size_t(cfg.tokenizer.workers), files->tokenizer,
+                                      h.context, files->grammars);
   batcher_settings bs;
   auto policy = pipeline::parse_policy(cfg.batcher.policy);
   bs.options.policy = policy ? *policy : pipeline::policy_kind::continuous;

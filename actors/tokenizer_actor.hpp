@@ -6,8 +6,8 @@
 #include <caf/fwd.hpp>
 
 #include "grammar/grammar_compiler.hpp"
-#include "tokenizers/tokenizer.hpp"
 #include "pipeline/actors.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 namespace conveyor {
 
@@ -20,9 +20,9 @@ tokenizer_actor::behavior_type tokenizer_worker(
 
 /// A round-robin pool of `workers` tokenizer workers behind one handle of the same interface;
 /// the workers end with the pool.
-tokenizer_actor spawn_tokenizer_pool(caf::actor_system& system, size_t workers,
-                                     std::shared_ptr<const tokenizers::tokenizer> tokenizer,
-                                     int32_t context,
-                                     std::shared_ptr<const grammar::grammar_compiler> grammars = nullptr);
+tokenizer_actor spawn_tokenizer_pool(
+    caf::actor_system& system, size_t workers,
+    std::shared_ptr<const tokenizers::tokenizer> tokenizer, int32_t context,
+    std::shared_ptr<const grammar::grammar_compiler> grammars = nullptr);
 
 }  // namespace conveyor

@@ -35,7 +35,7 @@ struct expr {
     test,       // args[0] is [not] name(args[1..]); `negated` for "is not"
     negate,     // not args[0]
     unary_minus,
-    binary,     // args[0] `name` args[1]: + - * / // % ** ~ == != < <= > >= in "not in"
+    binary,  // args[0] `name` args[1]: + - * / // % ** ~ == != < <= > >= in "not in"
     logical_and,
     logical_or,
     conditional,  // args[0] if args[1] else args[2] (args[2] may be null)
@@ -61,14 +61,14 @@ using node_list = std::vector<std::unique_ptr<node>>;
 /// One statement (or a piece of text).
 struct node {
   enum class kind {
-    text,       // literal output `text`
-    output,     // {{ value }}
-    if_chain,   // if/elif.../else: conditions[i] guards bodies[i]; else_body
-    for_loop,   // for targets in value [if condition]: body, else_body
-    set,        // set targets[0] = value, or set targets[0].attribute = value
+    text,      // literal output `text`
+    output,    // {{ value }}
+    if_chain,  // if/elif.../else: conditions[i] guards bodies[i]; else_body
+    for_loop,  // for targets in value [if condition]: body, else_body
+    set,       // set targets[0] = value, or set targets[0].attribute = value
     break_loop,
     continue_loop,
-    macro,      // macro targets[0](targets[1..] = conditions[..]): body
+    macro,  // macro targets[0](targets[1..] = conditions[..]): body
   };
   kind type = kind::text;
   int line = 1;

@@ -44,11 +44,16 @@ std::string engine_message(const std::exception& e) {
 const char* kind_name(sampling::structured_output::kind k) {
   using kind = sampling::structured_output::kind;
   switch (k) {
-    case kind::json_schema: return "the JSON schema";
-    case kind::regex: return "the regular expression";
-    case kind::choice: return "the choice list";
-    case kind::grammar: return "the grammar";
-    case kind::none: break;
+    case kind::json_schema:
+      return "the JSON schema";
+    case kind::regex:
+      return "the regular expression";
+    case kind::choice:
+      return "the choice list";
+    case kind::grammar:
+      return "the grammar";
+    case kind::none:
+      break;
   }
   return "the constraint";
 }
@@ -107,20 +112,26 @@ grammar_compiler::grammar_compiler(const tokenizers::tokenizer& tokenizer, int32
 
 grammar_compiler::~grammar_compiler() = default;
 
-int32_t grammar_compiler::vocab_size() const { return impl_->vocab_size; }
+int32_t grammar_compiler::vocab_size() const {
+  return impl_->vocab_size;
+}
 
 int64_t grammar_compiler::cache_bytes() const {
   std::lock_guard<std::mutex> lock{impl_->cache_mutex};
   return impl_->bytes;
 }
 
-const compile_limits& grammar_compiler::limits() const { return impl_->limits; }
+const compile_limits& grammar_compiler::limits() const {
+  return impl_->limits;
+}
 
 expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
     const sampling::structured_output& c) const {
   using kind = sampling::structured_output::kind;
   const std::string field = "'" + c.field + "'";
-  auto refuse = [&](const std::string& why) { return make_error(ec::bad_request, field + ": " + why); };
+  auto refuse = [&](const std::string& why) {
+    return make_error(ec::bad_request, field + ": " + why);
+  };
   const auto& l = impl_->limits;
   if (c.type == kind::none) return refuse("no constraint to compile");
   std::size_t bytes = c.text.size();
@@ -146,7 +157,8 @@ expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
   auto self = impl_;
   const auto spec = c;
   std::function<expected<std::shared_ptr<const compiled_grammar>>()> job =
-      [self, spec, key, refuse_prefix = field]() -> expected<std::shared_ptr<const compiled_grammar>> {
+      [self, spec, key,
+       refuse_prefix = field]() -> expected<std::shared_ptr<const compiled_grammar>> {
     try {
       auto p = std::make_shared<compiled_grammar::impl>(compiled_grammar::impl{
           [&] {
@@ -154,10 +166,14 @@ expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(
               case kind::json_schema:
                 // Compact, as json.dumps writes: no whitespace runs for a model to get lost in.
                 return self->compiler.CompileJSONSchema(spec.text, false);
-              case kind::regex: return self->compiler.CompileRegex(spec.text);
-              case kind::choice: return self->compiler.CompileGrammar(choice_ebnf(spec.choices));
-              case kind::grammar: return self->compiler.CompileGrammar(spec.text);
-              case kind::none: break;
+              case kind::regex:
+                return self->compiler.CompileRegex(spec.text);
+              case kind::choice:
+                return self->compiler.CompileGrammar(choice_ebnf(spec.choices));
+              case kind::grammar:
+                return self->compiler.CompileGrammar(spec.text);
+              case kind::none:
+                break;
             }
             throw std::invalid_argument("no constraint");
           }(),

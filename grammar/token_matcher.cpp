@@ -17,10 +17,10 @@ struct token_matcher::impl {
         vocab_size(grammar->get().vocab_size),
         end_ids(std::move(ends)),
         // A sequence without end tokens (ignore_eos) ends when its format allows nothing more.
-        matcher(grammar->get().compiled,
-                end_ids.empty() ? std::nullopt
-                                : std::optional<std::vector<int>>{
-                                      std::vector<int>(end_ids.begin(), end_ids.end())}),
+        matcher(grammar->get().compiled, end_ids.empty()
+                                             ? std::nullopt
+                                             : std::optional<std::vector<int>>{std::vector<int>(
+                                                   end_ids.begin(), end_ids.end())}),
         mask(std::size_t(xgrammar::GetBitmaskSize(vocab_size)), 0) {}
 
   std::shared_ptr<const compiled_grammar> grammar;
@@ -88,7 +88,9 @@ void token_matcher::apply_mask(float* row, int32_t vocab) const {
   for (int32_t id = n; id < vocab; ++id) row[id] = minus_inf;
 }
 
-bool token_matcher::allows(int32_t token) const { return impl_->bit(token); }
+bool token_matcher::allows(int32_t token) const {
+  return impl_->bit(token);
+}
 
 bool token_matcher::accept(int32_t token) {
   try {

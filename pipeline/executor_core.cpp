@@ -64,12 +64,11 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     // A constraint that arrived uncompiled (from another machine, or from an embedder that
     // bypasses the tokenizers) is compiled here; the cache makes a repeated one cheap.
     if (req.params.constraint.active() && !req.grammar) {
-      auto compiled = grammars_ ? grammars_->compile(req.params.constraint)
-                                : expected<std::shared_ptr<const grammar::compiled_grammar>>{
-                                      make_error(ec::bad_request,
-                                                 "executor " + name_ +
-                                                     " has no grammar compiler for '" +
-                                                     req.params.constraint.field + "'")};
+      auto compiled =
+          grammars_ ? grammars_->compile(req.params.constraint)
+                    : expected<std::shared_ptr<const grammar::compiled_grammar>>{make_error(
+                          ec::bad_request, "executor " + name_ + " has no grammar compiler for '" +
+                                               req.params.constraint.field + "'")};
       if (!compiled) {
         out.results.push_back(make_failure(req.id, outcome::rejected, code_of(compiled.error()),
                                            message_of(compiled.error()), req.times,
@@ -83,8 +82,8 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
     try {
       seq = make_sequence(req);
     } catch (const std::exception& e) {
-      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal, e.what(),
-                                         req.times, int32_t(req.prompt.size())));
+      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal, e.what(), req.times,
+                                         int32_t(req.prompt.size())));
       continue;
     }
     scheduler_.admit(std::move(seq), now);

@@ -22,8 +22,7 @@ constexpr std::string_view shared_fields[] = {
     "spaces_between_special_tokens", "truncate_prompt_tokens", "allowed_token_ids", "bad_words",
     "prompt_logprobs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     "guided_decoding_backend", "guided_whitespace_pattern", "structural_tag", "structured_outputs",
-    "echo",
-    "add_special_tokens", "response_format", "request_id", "return_tokens_as_token_ids",
+    "echo", "add_special_tokens", "response_format", "request_id", "return_tokens_as_token_ids",
     // Conveyor
     "priority", "timeout"};
 
@@ -75,9 +74,8 @@ void refuse_unapplied(const json& obj, api_kind kind) {
     refuse("skip_special_tokens", "is not supported (special tokens never give text)");
   if (!absent_or(obj, "spaces_between_special_tokens", true))
     refuse("spaces_between_special_tokens", "is not supported");
-  for (const char* name :
-       {"truncate_prompt_tokens", "prompt_logprobs", "structural_tag", "guided_decoding_backend",
-        "guided_whitespace_pattern"})
+  for (const char* name : {"truncate_prompt_tokens", "prompt_logprobs", "structural_tag",
+                           "guided_decoding_backend", "guided_whitespace_pattern"})
     if (find(obj, name)) refuse(name, "is not supported");
   for (const char* name : {"allowed_token_ids", "bad_words"})
     if (!absent_or_empty(obj, name)) refuse(name, "is not supported");

@@ -26,15 +26,18 @@ std::string schema_text(const json& j, const std::string& param) {
   if (j.is_string()) {
     auto parsed = json::parse(j.get<std::string>(), nullptr, false);
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean()))
-      fail(param, detail::quoted(param) + " must be a JSON schema (an object), got a string that is not one");
+      fail(param, detail::quoted(param) +
+                      " must be a JSON schema (an object), got a string that is not one");
     return dump(parsed);
   }
   fail(param, detail::quoted(param) + " must be a JSON schema (an object), got " + type_name_of(j));
 }
 
 std::string nonempty_string(const json& j, const std::string& param) {
-  if (!j.is_string()) fail(param, detail::quoted(param) + " must be a string, got " + type_name_of(j));
-  if (j.get_ref<const std::string&>().empty()) fail(param, detail::quoted(param) + " must not be empty");
+  if (!j.is_string())
+    fail(param, detail::quoted(param) + " must be a string, got " + type_name_of(j));
+  if (j.get_ref<const std::string&>().empty())
+    fail(param, detail::quoted(param) + " must not be empty");
   return j.get<std::string>();
 }
 
@@ -46,8 +49,8 @@ sampling::structured_output choice_of(const json& j, const std::string& param) {
   c.field = param;
   for (std::size_t i = 0; i < j.size(); ++i) {
     if (!j[i].is_string())
-      fail(param, detail::quoted(param + "[" + std::to_string(i) + "]") + " must be a string, got " +
-                      type_name_of(j[i]));
+      fail(param, detail::quoted(param + "[" + std::to_string(i) + "]") +
+                      " must be a string, got " + type_name_of(j[i]));
     c.choices.push_back(j[i].get<std::string>());
   }
   return c;
@@ -55,7 +58,8 @@ sampling::structured_output choice_of(const json& j, const std::string& param) {
 
 sampling::structured_output response_format(const json& f) {
   const std::string param = "response_format";
-  if (!f.is_object()) fail(param, std::string{"'response_format' must be an object, got "} + type_name_of(f));
+  if (!f.is_object())
+    fail(param, std::string{"'response_format' must be an object, got "} + type_name_of(f));
   auto* type = find(f, "type");
   if (!type || !type->is_string())
     fail("response_format.type",
@@ -150,7 +154,8 @@ void keep_schema_order(std::string_view body, std::vector<completion_request>& r
   auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
   if (ordered.is_discarded() || !ordered.is_object()) return;
   const nlohmann::ordered_json* at = nullptr;
-  auto child = [](const nlohmann::ordered_json* j, const char* key) -> const nlohmann::ordered_json* {
+  auto child = [](const nlohmann::ordered_json* j,
+                  const char* key) -> const nlohmann::ordered_json* {
     if (!j || !j->is_object()) return nullptr;
     auto it = j->find(key);
     return it == j->end() ? nullptr : &*it;

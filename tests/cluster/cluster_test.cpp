@@ -258,14 +258,13 @@ TEST(cluster, an_output_format_travels_with_its_request_to_a_worker) {
     std::vector<std::string> texts;
     for (uint64_t seed = 0; seed < 6; ++seed) {
       test_client c{port};
-      EXPECT_TRUE(c.send_request(
-          "POST", "/v1/completions",
-          nlohmann::json{{"prompt", "Once upon a time"},
-                         {"max_tokens", 40},
-                         {"temperature", 1},
-                         {"seed", seed},
-                         {"structured_outputs", {{"regex", pattern}}}}
-              .dump()));
+      EXPECT_TRUE(c.send_request("POST", "/v1/completions",
+                                 nlohmann::json{{"prompt", "Once upon a time"},
+                                                {"max_tokens", 40},
+                                                {"temperature", 1},
+                                                {"seed", seed},
+                                                {"structured_outputs", {{"regex", pattern}}}}
+                                     .dump()));
       auto reply = c.read_response(30s);
       EXPECT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no answer");
       texts.push_back(reply && reply->status == 200

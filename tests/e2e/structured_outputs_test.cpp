@@ -12,10 +12,11 @@ using json = nlohmann::json;
 namespace {
 
 TEST(e2e_structured_outputs, openai_python_outputs_fit_their_formats) {
-  ASSERT_EQ(run_shell(shell_quote(CONVEYOR_TEST_PYTHON) + " -c 'import openai, jsonschema' 2>&1")
-                .status,
-            0)
-      << "openai or jsonschema is missing in " CONVEYOR_TEST_PYTHON ": run scripts/setup.sh --tests";
+  ASSERT_EQ(
+      run_shell(shell_quote(CONVEYOR_TEST_PYTHON) + " -c 'import openai, jsonschema' 2>&1").status,
+      0)
+      << "openai or jsonschema is missing in " CONVEYOR_TEST_PYTHON
+         ": run scripts/setup.sh --tests";
   conveyor_process server{{}};
   ASSERT_TRUE(server.ok()) << server.error();
   auto run = run_shell(shell_quote(CONVEYOR_TEST_PYTHON) +

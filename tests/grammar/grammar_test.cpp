@@ -22,7 +22,8 @@ using kind = sampling::structured_output::kind;
 
 namespace {
 
-sampling::structured_output format(kind type, std::string text, std::vector<std::string> choices = {}) {
+sampling::structured_output format(kind type, std::string text,
+                                   std::vector<std::string> choices = {}) {
   sampling::structured_output c;
   c.type = type;
   c.text = std::move(text);
@@ -50,8 +51,8 @@ class grammar_test : public ::testing::Test {
   // One walk: each step picks uniformly among the tokens the mask allows (an end token only
   // where the format may end) until the format is finished or an end token is picked. Returns
   // the output's bytes and whether it ended properly.
-  std::pair<std::string, bool> walk(const std::shared_ptr<const compiled_grammar>& g,
-                                    uint64_t seed, int32_t max_tokens = 400) {
+  std::pair<std::string, bool> walk(const std::shared_ptr<const compiled_grammar>& g, uint64_t seed,
+                                    int32_t max_tokens = 400) {
     token_matcher m{g, end_ids};
     std::mt19937_64 rng{seed};
     std::string out;
@@ -97,8 +98,8 @@ TEST_F(grammar_test, regex_walks_match_the_regex) {
 }
 
 TEST_F(grammar_test, choice_walks_give_one_of_the_choices_byte_for_byte) {
-  const std::vector<std::string> choices{"yes", "no", "say \"hi\"", "back\\slash", "two\nlines",
-                                         "caf\xc3\xa9", "yes please"};
+  const std::vector<std::string> choices{"yes",        "no",          "say \"hi\"", "back\\slash",
+                                         "two\nlines", "caf\xc3\xa9", "yes please"};
   auto g = compile(format(kind::choice, "", choices));
   ASSERT_TRUE(g);
   std::set<std::string> seen;
@@ -161,8 +162,10 @@ TEST_F(grammar_test, json_schema_walks_give_documents_that_fit_the_schema) {
     for (std::size_t i = 0; i < text.size(); ++i) {
       const char ch = text[i];
       if (in_string) {
-        if (ch == '\\') ++i;
-        else if (ch == '"') in_string = false;
+        if (ch == '\\')
+          ++i;
+        else if (ch == '"')
+          in_string = false;
       } else if (ch == '"') {
         in_string = true;
       } else if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') {
@@ -178,7 +181,9 @@ TEST_F(grammar_test, json_whitespace_is_bounded) {
   // A walk that always prefers whitespace where it is allowed never gets two in a row: the JSON
   // formats leave no room for whitespace runs, so a model that keeps choosing spaces cannot run
   // to max_tokens on them.
-  auto g = compile(format(kind::json_schema, R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]})"));
+  auto g = compile(format(
+      kind::json_schema,
+      R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]})"));
   ASSERT_TRUE(g);
   const auto space = tokenizer->encode(" ", false);
   ASSERT_TRUE(space);
@@ -192,7 +197,8 @@ TEST_F(grammar_test, json_whitespace_is_bounded) {
     int32_t pick = -1;
     for (int32_t id = 0; id < tokenizer->vocab_size() && pick < 0; ++id) {
       const auto b = tokenizer->token_bytes(id);
-      if (m.allows(id) && !b.empty() && b.find_first_not_of(" \n\t") == std::string::npos) pick = id;
+      if (m.allows(id) && !b.empty() && b.find_first_not_of(" \n\t") == std::string::npos)
+        pick = id;
     }
     const bool ws = pick >= 0;
     for (int32_t id = 0; id < tokenizer->vocab_size() && pick < 0; ++id)
@@ -248,7 +254,8 @@ TEST_F(grammar_test, formats_the_engine_cannot_compile_are_refused_naming_the_fi
     return c;
   };
   const bad cases[] = {
-      {named(format(kind::json_schema, "{\"type\": \"object\", \"properties\": 5}"), "response_format"),
+      {named(format(kind::json_schema, "{\"type\": \"object\", \"properties\": 5}"),
+             "response_format"),
        "'response_format': the JSON schema cannot be compiled: "},
       {named(format(kind::json_schema, "not json"), "structured_outputs.json"),
        "'structured_outputs.json': the JSON schema cannot be compiled: "},
@@ -289,7 +296,8 @@ TEST_F(grammar_test, formats_past_the_size_limits_are_refused) {
 }
 
 TEST_F(grammar_test, a_repeated_format_comes_from_the_cache) {
-  const auto c = format(kind::json_schema, R"({"type":"object","properties":{"x":{"type":"string"}}})");
+  const auto c =
+      format(kind::json_schema, R"({"type":"object","properties":{"x":{"type":"string"}}})");
   auto first = compile(c);
   const auto bytes = compiler->cache_bytes();
   EXPECT_GT(bytes, 0);

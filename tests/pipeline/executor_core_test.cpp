@@ -9,12 +9,12 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/temp_dir.hpp"
+#include "model/causal_lm.hpp"
+#include "pipeline/executor_core.hpp"
 #include "tests/support/executor_runs.hpp"
 #include "tests/support/model_files.hpp"
-#include "model/causal_lm.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tokenizers/tokenizer.hpp"
-#include "pipeline/executor_core.hpp"
 
 using namespace conveyor;
 using namespace conveyor::pipeline;

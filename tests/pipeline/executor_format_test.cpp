@@ -245,7 +245,8 @@ TEST_F(executor_format_test, logprobs_are_those_of_the_masked_row) {
   // alternatives are prefixes of "yes" or "no".
   for (const auto& alt : entries.front().top) {
     if (!std::isfinite(alt.logprob)) continue;
-    EXPECT_TRUE(std::string{"yes"}.rfind(alt.text, 0) == 0 || std::string{"no"}.rfind(alt.text, 0) == 0)
+    EXPECT_TRUE(std::string{"yes"}.rfind(alt.text, 0) == 0 ||
+                std::string{"no"}.rfind(alt.text, 0) == 0)
         << alt.text;
   }
 }

@@ -173,8 +173,7 @@ TEST(server_sampling_fields, refused_values_name_their_field) {
       {R"({"prompt": "p", "structured_outputs": {"regex": ""}})", "structured_outputs.regex"},
       {R"({"prompt": "p", "structured_outputs": {"structural_tag": "x"}})",
        "structured_outputs.structural_tag"},
-      {R"({"prompt": "p", "structured_outputs": {"json": "not json"}})",
-       "structured_outputs.json"},
+      {R"({"prompt": "p", "structured_outputs": {"json": "not json"}})", "structured_outputs.json"},
       {R"({"prompt": "p", "structured_outputs": {"regex": "a"}, "guided_regex": "b"})",
        "guided_regex"},
       {R"({"prompt": "p", "allowed_token_ids": [1]})", "allowed_token_ids"},
@@ -222,7 +221,8 @@ TEST(server_sampling_fields, output_formats_become_the_requests_constraint) {
   EXPECT_EQ(c.type, kind::json_schema);
   EXPECT_EQ(c.text, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
   // The properties keep the client's order (the output writes them in that order).
-  c = constraint(R"("structured_outputs": {"json": {"properties": {"z": {}, "a": {}}, "type": "object"}})");
+  c = constraint(
+      R"("structured_outputs": {"json": {"properties": {"z": {}, "a": {}}, "type": "object"}})");
   EXPECT_EQ(c.text, R"({"properties":{"z":{},"a":{}},"type":"object"})");
   c = constraint(R"("structured_outputs": {"json": "{\"type\": \"array\"}"})");
   EXPECT_EQ(c.type, kind::json_schema);

@@ -18,8 +18,7 @@ struct run_result {
 };
 
 /// Adds what `step` gave each request to `out`.
-inline void collect(const pipeline::step_output& step,
-                    std::map<request_id, run_result>& out) {
+inline void collect(const pipeline::step_output& step, std::map<request_id, run_result>& out) {
   for (auto& c : step.chunks) {
     out[c.id].text += c.text;
     out[c.id].tokens.insert(out[c.id].tokens.end(), c.tokens.begin(), c.tokens.end());
@@ -32,7 +31,7 @@ inline void collect(const pipeline::step_output& step,
 
 /// Steps `core` until it has no work (at most `max_steps`); what each request gave.
 inline std::map<request_id, run_result> run_until_idle(pipeline::executor_core& core,
-                                                                 int max_steps = 10000) {
+                                                       int max_steps = 10000) {
   std::map<request_id, run_result> out;
   for (int i = 0; i < max_steps && core.has_work(); ++i) collect(core.step(), out);
   return out;
