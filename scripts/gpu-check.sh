@@ -195,7 +195,21 @@ first, second = complete(long_prompt), complete(long_prompt)
 cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
 print(f"prefix cache: {second['usage']['prompt_tokens']} prompt tokens, {cached} cached "
       f"the second time; same text: {first['choices'][0]['text'] == second['choices'][0]['text']}")
-sys.exit(0 if text == expected and cached > 0 and
+# Structured outputs on the GPU executor, whose masks are computed while the model runs: a regex
+# at temperature 1 over several seeds, every answer matching it and ending with "stop".
+import re
+pattern = r"(Tom|Lily) (is|was) [0-9]{1,2} years old\."
+formatted = []
+for seed in range(8):
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 1,
+                       "seed": seed, "structured_outputs": {"regex": pattern}}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    choice = json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]
+    formatted.append(bool(re.fullmatch(pattern, choice["text"])) and
+                     choice["finish_reason"] == "stop")
+print(f"structured outputs: {sum(formatted)} of {len(formatted)} answers match the regex")
+sys.exit(0 if text == expected and cached > 0 and all(formatted) and
          first["choices"][0]["text"] == second["choices"][0]["text"] else 1)
 EOF
 fi
