@@ -13,7 +13,8 @@
 #                                    installed system-wide), builds against python3's torch with
 #                                    CUDA and CUDA graphs on (build-gpu/), runs the GPU tests and
 #                                    the rest of the suite, serves requests on cuda:0 (the
-#                                    expected story; a prompt found in the prefix cache), runs
+#                                    expected story; a prompt found in the prefix cache; regex-
+#                                    constrained answers), runs
 #                                    conveyor_device_bench and prints the table of
 #                                    docs/benchmarks.md. Logs and results go to $OUT when set (the
 #                                    device tool's folder), else .gpu-check/out.
