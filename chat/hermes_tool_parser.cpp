@@ -16,12 +16,6 @@ bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
-bool all_space(std::string_view s) {
-  for (char c : s)
-    if (!is_space(c)) return false;
-  return true;
-}
-
 // The length of the longest end of `text` that begins `tag` (shorter than the tag).
 std::size_t partial_tag(std::string_view text, std::string_view tag) {
   for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
@@ -78,14 +72,23 @@ void hermes_tool_parser::read(bool final, std::vector<tool_call_event>& events) 
 
 void hermes_tool_parser::add_content(std::string_view text, std::vector<tool_call_event>& events) {
   if (text.empty()) return;
-  if (calls_ > 0 && all_space(text)) {
-    held_space_ += text;
-    return;
+  // After a call, whitespace is held until text follows it (between calls and at the end it
+  // is dropped), whatever pieces it came in.
+  std::string_view trailing;
+  if (calls_ > 0) {
+    std::size_t end = text.size();
+    while (end > 0 && is_space(text[end - 1])) --end;
+    trailing = text.substr(end);
+    text = text.substr(0, end);
+    if (text.empty()) {
+      held_space_ += trailing;
+      return;
+    }
   }
   tool_call_event e;
   e.text = std::move(held_space_);
   e.text += text;
-  held_space_.clear();
+  held_space_ = std::string{trailing};
   if (!events.empty() && events.back().type == tool_call_event::kind::content)
     events.back().text += e.text;
   else

@@ -6,8 +6,10 @@ namespace conveyor::grammar {
 
 namespace {
 
-// `s` as an EBNF string literal: quotes and backslashes escaped, control bytes and bytes of
-// 0x7f as \xHH; the bytes of UTF-8 characters stay as they are (the grammar reads UTF-8).
+// `s` as an EBNF string literal: quotes and backslashes escaped, control bytes and 0x7f as
+// \u00HH (four digits: xgrammar reads \x with any number of hex digits, so "\x10" and a "4"
+// after it would be one escape); the bytes of UTF-8 characters stay as they are (the grammar
+// reads UTF-8).
 void append_literal(std::string& out, const std::string& s) {
   out += '"';
   for (unsigned char c : s) {
@@ -16,7 +18,7 @@ void append_literal(std::string& out, const std::string& s) {
       out += char(c);
     } else if (c < 0x20 || c == 0x7f) {
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;
     } else {
       out += char(c);

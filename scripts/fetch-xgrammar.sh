@@ -13,7 +13,7 @@ sha256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
 url=https://files.pythonhosted.org/packages/3a/2f/5bf8e8fa6619cff534932f79b0abc81a417d354bc5093252c1a6081d0a93/xgrammar-$version.tar.gz
 dest=third_party/xgrammar
 # The version and Conveyor's patches to it (below): a new patch fetches the source anew.
-stamp=$version+1
+stamp=$version+2
 if [ "$(cat "$dest/.conveyor-version" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -36,12 +36,19 @@ mkdir -p "$dest"
 tar xzf "$tarball" -C "$dest" --strip-components=1 \
   "xgrammar-$version/include" "xgrammar-$version/cpp" "xgrammar-$version/3rdparty/picojson" \
   "xgrammar-$version/3rdparty/dlpack" "xgrammar-$version/LICENSE" "xgrammar-$version/NOTICE"
-# Conveyor's patch (scripts/xgrammar-json-string-controls.patch): a JSON string with minLength or
-# maxLength admitted raw control characters (0x00 to 0x1f), which JSON forbids inside strings,
-# so a model could write a document that no JSON parser reads (found by tests/grammar/'s random
-# walks). Such strings now exclude them, as xgrammar's other strings do.
-patch -s -p1 -d "$dest" <scripts/xgrammar-json-string-controls.patch || {
-  echo "fetch-xgrammar: scripts/xgrammar-json-string-controls.patch does not apply" >&2
-  exit 1
-}
+# Conveyor's patches, each found by a test of ours:
+# - xgrammar-json-string-controls.patch: a JSON string with minLength or maxLength admitted raw
+#   control characters (0x00 to 0x1f), which JSON forbids inside strings, so a model could write
+#   a document that no JSON parser reads (tests/grammar/'s random walks). Such strings now
+#   exclude them, as xgrammar's other strings do.
+# - xgrammar-hex-escape-overflow.patch: a grammar's "\x" escape read any number of hex digits
+#   into an int, overflowing it (undefined behaviour) on a long run (fuzz/output_format_fuzz).
+#   An escape past the last code point is now an invalid escape, which the grammar's parser
+#   reports.
+for p in scripts/xgrammar-json-string-controls.patch scripts/xgrammar-hex-escape-overflow.patch; do
+  patch -s -p1 -d "$dest" <"$p" || {
+    echo "fetch-xgrammar: $p does not apply" >&2
+    exit 1
+  }
+done
 echo "$stamp" >"$dest/.conveyor-version"

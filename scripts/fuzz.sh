@@ -10,7 +10,8 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize normalizer request_json
-                                     http_request template_lexer template_parser template_renderer)
+                                     http_request template_lexer template_parser template_renderer
+                                     output_format tool_call_parser)
 
 scripts/sanitize.sh --configure-only
 export CCACHE_BASEDIR="$PWD"
