@@ -35,9 +35,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   format.field = "structured_outputs";
   const std::string source{reinterpret_cast<const char*>(data) + 1, size - 1};
   switch (data[0] % 4) {
-    case 0: format.type = kind::json_schema; format.text = source; break;
-    case 1: format.type = kind::regex; format.text = source; break;
-    case 2: format.type = kind::grammar; format.text = source; break;
+    case 0:
+      format.type = kind::json_schema;
+      format.text = source;
+      break;
+    case 1:
+      format.type = kind::regex;
+      format.text = source;
+      break;
+    case 2:
+      format.type = kind::grammar;
+      format.text = source;
+      break;
     default: {
       format.type = kind::choice;
       std::size_t start = 0;

@@ -99,9 +99,9 @@ TEST_F(grammar_test, regex_walks_match_the_regex) {
 
 TEST_F(grammar_test, choice_walks_give_one_of_the_choices_byte_for_byte) {
   // A control byte followed by hex digits, which an escape must not swallow.
-  const std::vector<std::string> choices{"yes",        "no",          "say \"hi\"", "back\\slash",
-                                         "two\nlines", "caf\xc3\xa9", "yes please",
-                                         std::string{"x\x01"} + "42"};
+  const std::vector<std::string> choices{
+      "yes",        "no",          "say \"hi\"", "back\\slash",
+      "two\nlines", "caf\xc3\xa9", "yes please", std::string{"x\x01"} + "42"};
   auto g = compile(format(kind::choice, "", choices));
   ASSERT_TRUE(g);
   std::set<std::string> seen;
