@@ -112,17 +112,9 @@ grammar_compiler::grammar_compiler(const tokenizers::tokenizer& tokenizer, int32
 
 grammar_compiler::~grammar_compiler() = default;
 
-int32_t grammar_compiler::vocab_size() const {
-  return impl_->vocab_size;
-}
-
 int64_t grammar_compiler::cache_bytes() const {
   std::lock_guard<std::mutex> lock{impl_->cache_mutex};
   return impl_->bytes;
-}
-
-const compile_limits& grammar_compiler::limits() const {
-  return impl_->limits;
 }
 
 expected<std::shared_ptr<const compiled_grammar>> grammar_compiler::compile(

@@ -54,13 +54,10 @@ class grammar_compiler {
   expected<std::shared_ptr<const compiled_grammar>> compile(
       const sampling::structured_output& c) const;
 
-  /// Width of the masks: the model's logits row.
-  int32_t vocab_size() const;
 
   /// Bytes the cache holds.
   int64_t cache_bytes() const;
 
-  const compile_limits& limits() const;
 
  private:
   struct impl;

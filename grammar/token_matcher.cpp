@@ -99,7 +99,6 @@ bool token_matcher::accept(int32_t token) {
     failure_ = e.what();
     return false;
   }
-  ++accepted_;
   return true;
 }
 

@@ -46,15 +46,12 @@ class token_matcher {
   /// here ("stop"), with or without an end token. Reads the last `update_mask`.
   bool finished() const { return finished_; }
 
-  /// Tokens accepted.
-  int32_t accepted() const { return accepted_; }
 
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
   bool finished_ = false;
   std::string failure_;
-  int32_t accepted_ = 0;
 };
 
 }  // namespace conveyor::grammar

@@ -78,12 +78,15 @@ void executor_core::admit(std::vector<sequence_request> requests, bool static_ba
       req.grammar = std::move(*compiled);
     }
     // The format's engine may fail on its first mask; only this request ends.
+    const request_id id = req.id;
+    const request_times times = req.times;
+    const auto prompt_tokens = int32_t(req.prompt.size());
     std::unique_ptr<sequence> seq;
     try {
-      seq = make_sequence(req);
+      seq = make_sequence(std::move(req));
     } catch (const std::exception& e) {
-      out.results.push_back(make_failure(req.id, outcome::failed, ec::internal, e.what(), req.times,
-                                         int32_t(req.prompt.size())));
+      out.results.push_back(
+          make_failure(id, outcome::failed, ec::internal, e.what(), times, prompt_tokens));
       continue;
     }
     scheduler_.admit(std::move(seq), now);

@@ -8,25 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "chat/tool_call_parser.hpp"
+#include "tests/support/tool_call_answer.hpp"
 
 using namespace conveyor::chat;
 
 namespace {
 
-struct answer {
-  std::string content;
-  std::vector<std::pair<std::string, std::string>> calls;
-
-  friend bool operator==(const answer& a, const answer& b) {
-    return a.content == b.content && a.calls == b.calls;
-  }
-};
-
-std::ostream& operator<<(std::ostream& os, const answer& a) {
-  os << "content=[" << a.content << "]";
-  for (const auto& [name, arguments] : a.calls) os << " call " << name << arguments;
-  return os;
-}
+using conveyor::test::answer;
 
 answer to_answer(const parsed_tool_output& out) {
   answer a{out.content, {}};

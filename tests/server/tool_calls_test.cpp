@@ -11,6 +11,7 @@
 #include "server/forced_tool_calls.hpp"
 #include "server/openai.hpp"
 #include "server/tool_schema.hpp"
+#include "tests/support/tool_call_answer.hpp"
 #include "task_steps.hpp"
 
 namespace conveyor::server::test {
@@ -271,19 +272,7 @@ TEST(tool_calls, required_moves_each_functions_defs_to_the_root) {
 
 // -- readers of forced answers -----------------------------------------------------------------
 
-struct answer {
-  std::string content;
-  std::vector<std::pair<std::string, std::string>> calls;
-  friend bool operator==(const answer& a, const answer& b) {
-    return a.content == b.content && a.calls == b.calls;
-  }
-};
-
-std::ostream& operator<<(std::ostream& os, const answer& a) {
-  os << "content=[" << a.content << "]";
-  for (const auto& [n, args] : a.calls) os << " call " << n << " " << args;
-  return os;
-}
+using conveyor::test::answer;
 
 answer read(const tool_call_reading& reading, const std::vector<std::string>& pieces) {
   auto reader = detail::make_tool_call_reader(reading);
