@@ -329,7 +329,7 @@ class file_parser {
     if (length > remaining())
       fail(std::string{what} + " at byte " + std::to_string(start) + " claims " +
            std::to_string(length) + " bytes, past the end of the " + std::to_string(size_) +
-           "-byte file");
+           "-byte file (truncated file?)");
     const uint8_t* at = take(length, what);
     return std::string(reinterpret_cast<const char*>(at), size_t(length));
   }
@@ -384,7 +384,7 @@ value file_parser::parse_value(value_type k, int depth) {
   if (count > remaining() / least)
     fail("array at byte " + std::to_string(start) + " claims " + std::to_string(count) + " " +
          value_type_name(uint32_t(v.element_kind_)) + " elements, more than the " +
-         std::to_string(remaining()) + " bytes left in the file can hold");
+         std::to_string(remaining()) + " bytes left in the file can hold (truncated file?)");
   if (element_width > 0) {
     const uint8_t* at = take(count * uint64_t(element_width), "an array");
     v.bytes_.assign(reinterpret_cast<const char*>(at), size_t(count * uint64_t(element_width)));
@@ -522,14 +522,14 @@ void file_parser::parse() {
   constexpr uint64_t least_kv = 8 + 1 + 4 + 1, least_tensor = 8 + 1 + 4 + 8 + 4 + 8;
   if (n_kv > remaining() / least_kv)
     fail("the header claims " + std::to_string(n_kv) + " metadata keys, more than the " +
-         std::to_string(size_) + "-byte file can hold");
+         std::to_string(size_) + "-byte file can hold (truncated file?)");
   if (n_tensors > remaining() / least_tensor)
     fail("the header claims " + std::to_string(n_tensors) + " tensors, more than the " +
-         std::to_string(size_) + "-byte file can hold");
+         std::to_string(size_) + "-byte file can hold (truncated file?)");
   parse_metadata(n_kv);
   if (n_tensors > remaining() / least_tensor)
     fail("the header claims " + std::to_string(n_tensors) + " tensors, more than the " +
-         std::to_string(remaining()) + " bytes after the metadata can hold");
+         std::to_string(remaining()) + " bytes after the metadata can hold (truncated file?)");
   parse_tensor_infos(n_tensors);
   place_tensors();
 }
