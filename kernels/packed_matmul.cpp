@@ -414,43 +414,67 @@ int64_t packed_matrix::packed_bytes(int64_t in, int64_t out, weight_format forma
 
 packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride,
                              weight_format format, huge_page_arena* arena)
+    : packed_matrix(in, out, format, arena) {
+  pack([&](int64_t i, int64_t c) { return w[i * row_stride + c]; }, 1);
+}
+
+packed_matrix packed_matrix::from_rows(const float* rows, int64_t in, int64_t out,
+                                       int64_t row_stride, const float* scale,
+                                       weight_format format, huge_page_arena* arena) {
+  packed_matrix p(in, out, format, arena);
+  // Sixteen inputs of each of a panel's rows at a time: whole cache lines of the source.
+  if (scale != nullptr)
+    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i] * scale[i]; }, 16);
+  else
+    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i]; }, 16);
+  return p;
+}
+
+packed_matrix::packed_matrix(int64_t in, int64_t out, weight_format format,
+                             huge_page_arena* arena)
     : in_(in), out_(out), panels_((out + width - 1) / width), format_(format),
       bytes_(packed_bytes(in, out, format)) {
   // Zeroed first: the last panel's columns past `out` stay zero.
-  void* storage;
   if (arena) {
-    arena_data_ = storage = arena->take(size_t(bytes_));
-    std::memset(storage, 0, size_t(bytes_));
+    arena_data_ = arena->take(size_t(bytes_));
+    std::memset(const_cast<void*>(arena_data_), 0, size_t(bytes_));
   } else {
     own_.resize(size_t(bytes_));
-    storage = own_.data();
   }
-  auto pack = [&](auto* dst, auto convert) {
-    for (int64_t p = 0; p < panels_; ++p) {
-      const int64_t col0 = p * width, cols = std::min(width, out - col0);
-      for (int64_t i = 0; i < in; ++i) {
-        const float* src = w + i * row_stride + col0;
-        auto* panel_row = dst + (p * in + i) * width;
-        for (int64_t c = 0; c < cols; ++c) panel_row[c] = convert(src[c]);
+}
+
+template <class Value>
+void packed_matrix::pack(Value value, int64_t run) {
+  void* storage = const_cast<void*>(data());
+  const int64_t in = in_, out = out_;
+  // Panel by panel on the compute pool: each writes only its own panel.
+  auto each_panel = [&](auto store) {
+    parallel_for(panels_, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t col0 = p * width, cols = std::min(width, out - col0);
+        for (int64_t i0 = 0; i0 < in; i0 += run) {
+          const int64_t i1 = std::min(in, i0 + run);
+          for (int64_t c = 0; c < cols; ++c)
+            for (int64_t i = i0; i < i1; ++i) store(p, i, c, value(i, col0 + c));
+        }
       }
-    }
+    });
   };
-  if (format == weight_format::f32) {
-    pack(static_cast<float*>(storage), [](float v) { return v; });
-  } else if (format == weight_format::bf16) {
-    pack(static_cast<uint16_t*>(storage), [](float v) { return to_bf16(v); });
+  if (format_ == weight_format::f32) {
+    auto* dst = static_cast<float*>(storage);
+    each_panel([&](int64_t p, int64_t i, int64_t c, float v) { dst[(p * in + i) * width + c] = v; });
+  } else if (format_ == weight_format::bf16) {
+    auto* dst = static_cast<uint16_t*>(storage);
+    each_panel([&](int64_t p, int64_t i, int64_t c, float v) {
+      dst[(p * in + i) * width + c] = to_bf16(v);
+    });
   } else {
     // Rows 2i and 2i + 1 side by side in each column; an odd last row pairs with zeros.
     const int64_t pairs = (in + 1) / 2;
-    auto* packed = static_cast<uint16_t*>(storage);
-    for (int64_t p = 0; p < panels_; ++p) {
-      const int64_t col0 = p * width, cols = std::min(width, out - col0);
-      for (int64_t i = 0; i < in; ++i) {
-        const float* src = w + i * row_stride + col0;
-        uint16_t* dst = packed + ((p * pairs + i / 2) * width) * 2 + i % 2;
-        for (int64_t c = 0; c < cols; ++c) dst[2 * c] = to_bf16(src[c]);
-      }
-    }
+    auto* dst = static_cast<uint16_t*>(storage);
+    each_panel([&](int64_t p, int64_t i, int64_t c, float v) {
+      dst[((p * pairs + i / 2) * width + c) * 2 + i % 2] = to_bf16(v);
+    });
   }
 }
 

@@ -46,6 +46,13 @@ class packed_matrix {
   packed_matrix(const float* w, int64_t in, int64_t out, int64_t row_stride, weight_format format,
                 huge_page_arena* arena = nullptr);
 
+  /// Packs W given as its `out` rows of `in` numbers (W^T, as a PyTorch Linear or a checkpoint
+  /// keeps it: W's column c at rows + c * row_stride), each of W's rows i scaled by `scale[i]`
+  /// when given (an RMSNorm's weight folded in); as the constructor otherwise.
+  static packed_matrix from_rows(const float* rows, int64_t in, int64_t out, int64_t row_stride,
+                                 const float* scale, weight_format format,
+                                 huge_page_arena* arena = nullptr);
+
   /// The bytes an `in` x `out` matrix takes packed in `format`.
   static int64_t packed_bytes(int64_t in, int64_t out, weight_format format);
 
@@ -84,6 +91,12 @@ class packed_matrix {
   static void use_bf16_dot_instruction(bool on);
 
  private:
+  // Storage for an `in` x `out` matrix in `format`, zeroed.
+  packed_matrix(int64_t in, int64_t out, weight_format format, huge_page_arena* arena);
+  // Fills the storage with value(i, c) = W[i][c], `run` rows of a panel at a time.
+  template <class Value>
+  void pack(Value value, int64_t run);
+
   int64_t in_ = 0;
   int64_t out_ = 0;
   int64_t panels_ = 0;

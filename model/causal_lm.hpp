@@ -168,8 +168,14 @@ class causal_lm {
   }
 };
 
-/// Builds the libtorch Llama network from weights.
+class llama_source;
+
+/// Builds the Llama network of `options.device` from weights.
 expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+                                                const runtime_options& options);
+
+/// Builds the Llama network from a weight source (model/llama_source.hpp), tensor by tensor.
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_source& source,
                                                 const runtime_options& options);
 
 /// A model that does no arithmetic: fixed logits that always pick token `(position*7+3) % vocab`

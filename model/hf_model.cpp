@@ -7,6 +7,7 @@
 #include "model/causal_lm.hpp"
 #include "model/hf_weights.hpp"
 #include "model/model_info.hpp"
+#include "common/memory.hpp"
 
 namespace conveyor::model {
 
@@ -19,10 +20,10 @@ expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
   const int32_t context = options.context == 0 ? info->shape.seq_len : options.context;
   if (auto err = check_sliding_window(*info, context)) return err;
   hf_load_stats stats;
-  auto weights = load_hf_weights(*info, &stats);
-  if (!weights) return weights.error();
+  auto source = open_hf_source(*info, &stats);
+  if (!source) return source.error();
   const auto read = std::chrono::steady_clock::now();
-  auto model = make_llama(*weights, options);
+  auto model = make_llama(**source, options);
   if (!model) return model.error();
   const auto done = std::chrono::steady_clock::now();
   using ms = std::chrono::milliseconds;
@@ -32,10 +33,11 @@ expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
                   static_cast<long long>(info->shape.parameter_count()),
                   double(stats.file_bytes) / (1024.0 * 1024.0), stats.dtype.c_str());
     *summary = "loaded " + dir + " (" + info->architecture + "): " + line + " in " + stats.where +
-               ", computing in " + dtype_name(options.dtype) + "; read in " +
+               ", computing in " + dtype_name(options.dtype) + "; opened in " +
                std::to_string(std::chrono::duration_cast<ms>(read - start).count()) +
-               " ms, laid out in " +
-               std::to_string(std::chrono::duration_cast<ms>(done - read).count()) + " ms";
+               " ms, read and packed in " +
+               std::to_string(std::chrono::duration_cast<ms>(done - read).count()) +
+               " ms; peak resident memory " + std::to_string(peak_resident_bytes() >> 20) + " MiB";
   }
   return model;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/llama_source.hpp"
 #include "model/safetensors.hpp"
 
 namespace conveyor::model {
@@ -21,11 +22,8 @@ class tensor_reader {
  public:
   tensor_reader(const safetensors_set& set, std::string dir) : set_(set), dir_(std::move(dir)) {}
 
-  bool has(const std::string& name) const { return set_.find(name) != nullptr; }
-
-  // Appends tensor `name` of `shape` to `dst`.
-  error append(const std::string& name, const std::vector<int64_t>& shape,
-               std::vector<float>& dst) {
+  // Reads tensor `name` of `shape` into `dst`.
+  error into(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {
     const safetensors_file* file = set_.file_of(name);
     if (file == nullptr)
       return make_error(ec::bad_file, set_.where() + ": no tensor '" + name + "' (config.json's " +
@@ -35,9 +33,7 @@ class tensor_reader {
       return make_error(ec::bad_file, file->path() + ": tensor '" + name + "' has shape " +
                                           shape_text(t.shape) + " but " + dir_ +
                                           "/config.json implies " + shape_text(shape));
-    const size_t at = dst.size();
-    dst.resize(at + size_t(t.elements()));
-    return file->read_f32(name, dst.data() + at);
+    return file->read_f32(name, dst);
   }
 
  private:
@@ -61,7 +57,66 @@ void adjacent_pairs_from_halves(float* rows, int64_t heads, int64_t head_size, i
   }
 }
 
-expected<llama_weights> load_hf_weights(const model_info& info, hf_load_stats* stats) {
+namespace {
+
+// A directory's tensors by the names transformers gives them, q and k rows reordered per head.
+class hf_source final : public llama_source {
+ public:
+  hf_source(const model_info& info, safetensors_set set)
+      : info_(info), set_(std::move(set)), read_(set_, info.path) {}
+  const llama_shape& shape() const override { return info_.shape; }
+  std::vector<int32_t> end_ids() const override { return info_.end_ids; }
+
+  error read(llama_tensor t, int32_t layer, float* out) const override {
+    const auto [rows, cols] = tensor_dims(info_.shape, t);
+    std::vector<int64_t> dims{rows, cols};
+    if (rows == 1) dims = {cols};
+    if (auto err = read_.into(name_of(t, layer), dims, out)) return err;
+    const llama_shape& s = info_.shape;
+    const int64_t hs = s.head_size();
+    const bool bias = rows == 1;
+    if (t == llama_tensor::wq || t == llama_tensor::bq)
+      adjacent_pairs_from_halves(out, s.n_heads, hs, bias ? 1 : cols);
+    if (t == llama_tensor::wk || t == llama_tensor::bk)
+      adjacent_pairs_from_halves(out, s.n_kv_heads, hs, bias ? 1 : cols);
+    return {};
+  }
+
+ private:
+  std::string name_of(llama_tensor t, int32_t layer) const {
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    switch (t) {
+      case llama_tensor::embedding: return "model.embed_tokens.weight";
+      case llama_tensor::rms_att: return p + "input_layernorm.weight";
+      case llama_tensor::wq: return p + "self_attn.q_proj.weight";
+      case llama_tensor::wk: return p + "self_attn.k_proj.weight";
+      case llama_tensor::wv: return p + "self_attn.v_proj.weight";
+      case llama_tensor::bq: return p + "self_attn.q_proj.bias";
+      case llama_tensor::bk: return p + "self_attn.k_proj.bias";
+      case llama_tensor::bv: return p + "self_attn.v_proj.bias";
+      case llama_tensor::wo: return p + "self_attn.o_proj.weight";
+      case llama_tensor::rms_ffn: return p + "post_attention_layernorm.weight";
+      case llama_tensor::w1: return p + "mlp.gate_proj.weight";
+      case llama_tensor::w2: return p + "mlp.down_proj.weight";
+      case llama_tensor::w3: return p + "mlp.up_proj.weight";
+      case llama_tensor::rms_final: return "model.norm.weight";
+      // Tied embeddings: transformers' save_pretrained leaves lm_head out; when a file has it
+      // anyway, transformers ties it to the embedding, and so does Conveyor.
+      case llama_tensor::classifier:
+        return info_.shape.shared_classifier ? "model.embed_tokens.weight" : "lm_head.weight";
+    }
+    return "";
+  }
+
+  model_info info_;
+  safetensors_set set_;
+  tensor_reader read_;
+};
+
+}  // namespace
+
+expected<std::unique_ptr<llama_source>> open_hf_source(const model_info& info,
+                                                       hf_load_stats* stats) {
   auto set = safetensors_set::open(info.path);
   if (!set) return set.error();
   if (stats != nullptr) {
@@ -69,44 +124,14 @@ expected<llama_weights> load_hf_weights(const model_info& info, hf_load_stats* s
     stats->dtype = set->main_dtype();
     stats->where = set->where();
   }
-  const llama_shape& s = info.shape;
-  llama_weights w;
-  w.shape = s;
-  w.end_ids = info.end_ids;
-  const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
-  const int64_t hs = s.head_size();
-  tensor_reader read{*set, info.path};
-  if (auto err = read.append("model.embed_tokens.weight", {v, d}, w.token_embedding)) return err;
-  for (int64_t l = 0; l < s.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    const size_t q_at = w.wq.size(), k_at = w.wk.size(), bq_at = w.bq.size(), bk_at = w.bk.size();
-    for (auto err : {read.append(p + "input_layernorm.weight", {d}, w.rms_att),
-                     read.append(p + "self_attn.q_proj.weight", {q, d}, w.wq),
-                     read.append(p + "self_attn.k_proj.weight", {kv, d}, w.wk),
-                     read.append(p + "self_attn.v_proj.weight", {kv, d}, w.wv),
-                     read.append(p + "self_attn.o_proj.weight", {d, q}, w.wo),
-                     read.append(p + "post_attention_layernorm.weight", {d}, w.rms_ffn),
-                     read.append(p + "mlp.gate_proj.weight", {h, d}, w.w1),
-                     read.append(p + "mlp.down_proj.weight", {d, h}, w.w2),
-                     read.append(p + "mlp.up_proj.weight", {h, d}, w.w3)})
-      if (err) return err;
-    adjacent_pairs_from_halves(w.wq.data() + q_at, s.n_heads, hs, d);
-    adjacent_pairs_from_halves(w.wk.data() + k_at, s.n_kv_heads, hs, d);
-    if (s.qkv_bias) {
-      for (auto err : {read.append(p + "self_attn.q_proj.bias", {q}, w.bq),
-                       read.append(p + "self_attn.k_proj.bias", {kv}, w.bk),
-                       read.append(p + "self_attn.v_proj.bias", {kv}, w.bv)})
-        if (err) return err;
-      adjacent_pairs_from_halves(w.bq.data() + bq_at, s.n_heads, hs, 1);
-      adjacent_pairs_from_halves(w.bk.data() + bk_at, s.n_kv_heads, hs, 1);
-    }
-  }
-  if (auto err = read.append("model.norm.weight", {d}, w.rms_final)) return err;
-  // Tied embeddings: transformers' save_pretrained leaves lm_head out; when a file has it anyway,
-  // transformers ties it to the embedding, and so does Conveyor.
-  if (!s.shared_classifier)
-    if (auto err = read.append("lm_head.weight", {v, d}, w.wcls)) return err;
-  return w;
+  std::unique_ptr<llama_source> source = std::make_unique<hf_source>(info, std::move(*set));
+  return source;
+}
+
+expected<llama_weights> load_hf_weights(const model_info& info, hf_load_stats* stats) {
+  auto source = open_hf_source(info, stats);
+  if (!source) return source.error();
+  return read_all(**source);
 }
 
 }  // namespace conveyor::model

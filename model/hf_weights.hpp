@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/llama_source.hpp"
 #include "model/model_info.hpp"
 
 namespace conveyor::model {
@@ -21,6 +23,12 @@ struct hf_load_stats {
   /// Where the weights are (model.safetensors or the index of the shards).
   std::string where;
 };
+
+/// The weights of the directory `info` describes, tensor by tensor (model/llama_source.hpp):
+/// its safetensors files opened and their headers checked; each read checks the tensor's shape
+/// against config.json. `stats` as for load_hf_weights.
+expected<std::unique_ptr<llama_source>> open_hf_source(const model_info& info,
+                                                       hf_load_stats* stats = nullptr);
 
 /// Reads the weights of the directory `info` describes (from read_hf_config). Errors name the
 /// file and the tensor: a missing tensor, a shape that disagrees with config.json, an

@@ -5,17 +5,17 @@
 
 namespace conveyor::model {
 
-llama_base::llama_base(const llama_weights& w, const runtime_options& opt, int32_t context,
-                       std::string implementation)
-    : shape_(w.shape),
+llama_base::llama_base(const llama_shape& shape, bool synthetic, std::vector<int32_t> end_ids,
+                       const runtime_options& opt, int32_t context, std::string implementation)
+    : shape_(shape),
       slots_(opt.slots),
       context_(context),
       block_size_(opt.block_size),
       kv_blocks_(opt.kv_blocks != 0 ? opt.kv_blocks
                                     : default_kv_blocks(opt.slots, context, opt.block_size)),
       table_blocks_((context + opt.block_size - 1) / opt.block_size),
-      synthetic_(w.synthetic),
-      end_ids_(w.end_ids),
+      synthetic_(synthetic),
+      end_ids_(std::move(end_ids)),
       device_name_(opt.device),
       dtype_(opt.dtype),
       implementation_(std::move(implementation)) {}

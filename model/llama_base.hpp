@@ -13,8 +13,8 @@ namespace conveyor::model {
 class llama_base : public causal_lm {
  public:
   /// `implementation` names the network in `describe`, e.g. "plain loops".
-  llama_base(const llama_weights& w, const runtime_options& opt, int32_t context,
-             std::string implementation);
+  llama_base(const llama_shape& shape, bool synthetic, std::vector<int32_t> end_ids,
+             const runtime_options& opt, int32_t context, std::string implementation);
 
   const llama_shape& shape() const override { return shape_; }
   int32_t slots() const override { return slots_; }

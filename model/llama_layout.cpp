@@ -2,6 +2,7 @@
 #include "model/llama_layout.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -44,12 +45,16 @@ llama_tensors lay_out_llama(const llama_weights& w, int32_t context) {
   auto rms_final = view_of(w.rms_final.data(), {d});
   t.wcls_t = view_of(w.classifier().data(), {v, d}).t().contiguous().mul_(rms_final.unsqueeze(1));
 
+  std::tie(t.cos, t.sin) = rotary_tables(s, context);
+  return t;
+}
+
+std::pair<at::Tensor, at::Tensor> rotary_tables(const llama_shape& s, int32_t context) {
+  c10::InferenceMode guard;
   auto frequencies = rotary_frequencies(s);
   auto inv_freq = at::from_blob(frequencies.data(), {int64_t(frequencies.size())}, at::kDouble);
   auto angles = at::outer(at::arange(int64_t{context}, at::kDouble), inv_freq);
-  t.cos = angles.cos().to(at::kFloat).contiguous();
-  t.sin = angles.sin().to(at::kFloat).contiguous();
-  return t;
+  return {angles.cos().to(at::kFloat).contiguous(), angles.sin().to(at::kFloat).contiguous()};
 }
 
 std::vector<double> rotary_frequencies(const llama_shape& s) {

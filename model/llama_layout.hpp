@@ -5,6 +5,7 @@
 // device (llama_ops.cpp). Internal to model/: only those files include it (it includes ATen).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -36,6 +37,9 @@ struct llama_tensors {
 /// The rotary frequencies of `s`: theta^(-2j / head_size) for j < head_size / 2, scaled as
 /// transformers' "llama3" rope type does where s.rope_scaling.factor is set.
 std::vector<double> rotary_frequencies(const llama_shape& s);
+
+/// The rotary tables (cos, sin) of llama_tensors for a context of `context` positions.
+std::pair<at::Tensor, at::Tensor> rotary_tables(const llama_shape& s, int32_t context);
 
 /// Lays out `w` for a context of `context` positions.
 llama_tensors lay_out_llama(const llama_weights& w, int32_t context);

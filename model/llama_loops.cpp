@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -14,6 +15,7 @@
 #include "model/llama_base.hpp"
 #include "model/forward_pass.hpp"
 #include "model/llama_layout.hpp"
+#include "model/llama_matrices.hpp"
 #include "kernels/huge_pages.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/parallel_grain.hpp"
@@ -30,35 +32,15 @@ using namespace kernels::vec8;
 
 class llama_loops final : public llama_base {
  public:
-  llama_loops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : llama_base(w, opt, context, implementation(opt)),
-        weights_(lay_out_llama(w, context)),
+  llama_loops(const llama_source& source, llama_matrices matrices, const runtime_options& opt,
+              int32_t context)
+      : llama_base(source.shape(), source.synthetic(), source.end_ids(), opt, context,
+                   implementation(opt)),
+        matrices_(std::move(matrices)),
         bf16_cache_(kv_dtype_of(opt) == compute_dtype::bf16) {
     c10::InferenceMode guard;
     const auto& s = shape_;
-    // Each matrix packed once in the kernel's layout; the unpacked copies are dropped.
-    const auto format = opt.dtype != compute_dtype::bf16 ? weight_format::f32
-                        : opt.bf16_inputs              ? weight_format::bf16_dot
-                                                       : weight_format::bf16;
-    // Into one block of huge pages (kernels/huge_pages.hpp), in the order a step reads them.
-    size_t packed_bytes = 0;
-    auto count = [&](const at::Tensor& t) {
-      packed_bytes += huge_page_arena::rounded(
-          size_t(packed_matrix::packed_bytes(t.size(0), t.size(1), format)));
-    };
-    for (const auto& lw : weights_.layers)
-      for (const auto* t : {&lw.wqkv_t, &lw.wo_t, &lw.w13_t, &lw.w2_t}) count(*t);
-    count(weights_.wcls_t);
-    arena_ = std::make_unique<huge_page_arena>(packed_bytes);
-    auto pack = [&](at::Tensor& t) {
-      packed_matrix p(t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0), format,
-                      arena_.get());
-      t = at::Tensor();
-      return p;
-    };
-    for (auto& lw : weights_.layers)
-      packed_.push_back({pack(lw.wqkv_t), pack(lw.wo_t), pack(lw.w13_t), pack(lw.w2_t)});
-    classifier_ = pack(weights_.wcls_t);
+    std::tie(cos_, sin_) = rotary_tables(s, context);
     const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
     const int64_t hs = s.head_size();
 
@@ -187,24 +169,23 @@ class llama_loops final : public llama_base {
     // torch operations cost more than their arithmetic.
     embed(x, n);
     for (int32_t l = 0; l < sh.n_layers; ++l) {
-      const auto& lw = weights_.layers[l];
-      const auto& pw = packed_[size_t(l)];
-      rmsnorm(xb, x, n);
-      multiply(pw.wqkv, xb, qkv, n, lw.bqkv.defined() ? lw.bqkv.data_ptr<float>() : nullptr);
+      const auto& lw = matrices_.layers[size_t(l)];
+      rmsnorm(xb, x, n, lw.wqkv, lw.rms_att);
+      multiply(lw.wqkv, xb, qkv, n, lw.bqkv.empty() ? nullptr : lw.bqkv.data());
       // Queries and keys share the rotary tables: one pass over both, into qk = [q | k].
       rope(qk, qkv, n, sh.n_heads + sh.n_kv_heads);
       write_cache(l, n, qk.narrow(1, q, kv), qkv.narrow(1, q + kv, kv));
       attention(l, qk.narrow(1, 0, q), att);
-      multiply(pw.wo, att, x, n, nullptr, true);
-      rmsnorm(xb, x, n);
-      multiply(pw.w13, xb, hbuf, n);
+      multiply(lw.wo, att, x, n, nullptr, true);
+      rmsnorm(xb, x, n, lw.w13, lw.rms_ffn);
+      multiply(lw.w13, xb, hbuf, n);
       swiglu(hb, hbuf, n, h);
-      multiply(pw.w2, hb, x, n, nullptr, true);
+      multiply(lw.w2, hb, x, n, nullptr, true);
     }
   }
 
   // The first n rows of out = in W (+ bias), or out += in W with `accumulate`.
-  static void multiply(const packed_matrix& w, const at::Tensor& in, at::Tensor& out, int64_t n,
+  static void multiply(const weight_product& w, const at::Tensor& in, at::Tensor& out, int64_t n,
                        const float* bias = nullptr, bool accumulate = false) {
     w.multiply(in.data_ptr<float>(), in.stride(0), n, out.data_ptr<float>(), out.stride(0), bias,
                accumulate);
@@ -214,10 +195,8 @@ class llama_loops final : public llama_base {
   void embed(at::Tensor& x, int64_t n) {
     const int64_t d = shape_.dim;
     const auto* tok = ws_tokens_.data_ptr<int64_t>();
-    const float* table = weights_.embedding.data_ptr<float>();
     float* out = x.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(out + i * d, table + tok[i] * d, size_t(d) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) matrices_.embedding.row(tok[i], out + i * d);
   }
 
   // Runs f(begin, end) over [0, n) rows, in parallel when each row has `row_cost` work.
@@ -227,13 +206,15 @@ class llama_loops final : public llama_base {
     parallel_for(n, grain, f);
   }
 
-  // out = in / rms(in), row by row (rows of `in` contiguous). The norm's weight is folded into
-  // the next matrix.
-  void rmsnorm(at::Tensor& out, const at::Tensor& in, int64_t n) {
+  // out = in / rms(in), row by row (rows of `in` contiguous), times the norm's `weight` unless
+  // the product `next` has it folded into its numbers.
+  void rmsnorm(at::Tensor& out, const at::Tensor& in, int64_t n, const weight_product& next,
+               const std::vector<float>& weight) {
     const int64_t d = in.size(1);
     const float* src = in.data_ptr<float>();
     float* dst = out.data_ptr<float>();
     const float eps = shape_.rms_norm_eps;
+    const float* w = next.folded() ? nullptr : weight.data();
     over_rows(n, d, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* x = src + i * d;
@@ -241,7 +222,10 @@ class llama_loops final : public llama_base {
         for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
         const float inv = 1.0f / std::sqrt(ss / float(d) + eps);
         float* y = dst + i * d;
-        for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv;
+        if (w != nullptr)
+          for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv * w[e];
+        else
+          for (int64_t e = 0; e < d; ++e) y[e] = x[e] * inv;
       }
     });
   }
@@ -253,8 +237,8 @@ class llama_loops final : public llama_base {
     const int64_t src_stride = src.stride(0);
     const float* in = src.data_ptr<float>();
     float* out = dst.data_ptr<float>();
-    const float* cos_table = weights_.cos.data_ptr<float>();
-    const float* sin_table = weights_.sin.data_ptr<float>();
+    const float* cos_table = cos_.data_ptr<float>();
+    const float* sin_table = sin_.data_ptr<float>();
     const auto* pos = ws_positions_.data_ptr<int64_t>();
     over_rows(n, width, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -314,9 +298,9 @@ class llama_loops final : public llama_base {
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(xf + i * d, x + rows[i] * d, size_t(d) * sizeof(float));
     auto xfn = ws_xfn_.narrow(0, 0, m);
-    rmsnorm(xfn, ws_xf_, m);
+    rmsnorm(xfn, ws_xf_, m, matrices_.classifier, matrices_.rms_final);
     auto out = ws_logits_.narrow(0, offset, m);
-    multiply(classifier_, xfn, out, m);
+    multiply(matrices_.classifier, xfn, out, m);
   }
 
   // Copies this pass's keys and values (rows of [n, kv_dim], possibly strided) into the cache
@@ -411,14 +395,9 @@ class llama_loops final : public llama_base {
   int64_t capacity_ = 0;
   int64_t rows_out_ = 0;
   std::vector<prefill_item> decode_as_prefill_;
-  llama_tensors weights_;  // the matrices moved into packed_ and classifier_
-  std::unique_ptr<huge_page_arena> arena_;  // where packed_ and classifier_ keep their weights
+  llama_matrices matrices_;
+  at::Tensor cos_, sin_;  // the rotary tables (llama_layout.hpp)
   std::unique_ptr<huge_page_arena> cache_arena_;  // where k_cache_ and v_cache_ are
-  struct packed_layer {
-    packed_matrix wqkv, wo, w13, w2;
-  };
-  std::vector<packed_layer> packed_;
-  packed_matrix classifier_;
   bool bf16_cache_;          // k_cache_ and v_cache_ hold bf16 (else float32)
   at::Tensor k_cache_, v_cache_;
   at::Tensor ws_tokens_, ws_positions_, ws_cache_rows_, ws_x_, ws_xb_, ws_qkv_, ws_qk_, ws_att_,
@@ -428,11 +407,19 @@ class llama_loops final : public llama_base {
 
 }  // namespace
 
-expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_weights& weights,
+expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_source& source,
                                                       const runtime_options& options,
                                                       int32_t context) {
   try {
-    std::unique_ptr<causal_lm> result = std::make_unique<llama_loops>(weights, options, context);
+    c10::InferenceMode guard;
+    matrix_options mo;
+    mo.format = options.dtype != compute_dtype::bf16 ? weight_format::f32
+                : options.bf16_inputs               ? weight_format::bf16_dot
+                                                    : weight_format::bf16;
+    auto matrices = build_llama_matrices(source, mo);
+    if (!matrices) return matrices.error();
+    std::unique_ptr<causal_lm> result =
+        std::make_unique<llama_loops>(source, std::move(*matrices), options, context);
     return result;
   } catch (const std::exception& e) {
     return make_error(ec::model_failure, std::string{"cannot build the model: "} + e.what());

@@ -3,11 +3,12 @@
 
 #include "model/causal_lm.hpp"
 #include "model/forward_pass.hpp"
+#include "model/llama_source.hpp"
 
 namespace conveyor::model {
 
 // model/llama_loops.cpp
-expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_weights& weights,
+expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_source& source,
                                                       const runtime_options& options,
                                                       int32_t context);
 // model/llama_ops.cpp
@@ -38,11 +39,12 @@ int32_t default_kv_blocks(int32_t slots, int32_t context, int32_t block_size) {
   return slots * ((context + block_size - 1) / block_size);
 }
 
-expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_source& source,
                                                 const runtime_options& options) {
-  auto context = checked_context(weights.shape, options);
+  auto context = checked_context(source.shape(), options);
   if (!context) return context.error();
   const bool on_cpu = options.device == "cpu";
+  bool loops = on_cpu;  // the CPU takes the plain loops, every other device torch operations
   switch (options.network) {
     case llama_network::automatic:
       break;
@@ -50,13 +52,21 @@ expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
       if (!on_cpu)
         return make_error(ec::bad_config, "the plain-loop network runs on \"cpu\" only, not on '" +
                                               options.device + "'");
-      return make_llama_loops(weights, options, *context);
+      loops = true;
+      break;
     case llama_network::torch_ops:
-      return make_llama_ops(weights, options, *context);
+      loops = false;
+      break;
   }
-  // The CPU takes the plain loops (f32 or bf16 weights), every other device the torch operations.
-  return on_cpu ? make_llama_loops(weights, options, *context)
-                : make_llama_ops(weights, options, *context);
+  if (loops) return make_llama_loops(source, options, *context);
+  auto weights = read_all(source);
+  if (!weights) return weights.error();
+  return make_llama_ops(*weights, options, *context);
+}
+
+expected<std::unique_ptr<causal_lm>> make_llama(const llama_weights& weights,
+                                                const runtime_options& options) {
+  return make_llama(*source_of(weights), options);
 }
 
 }  // namespace conveyor::model

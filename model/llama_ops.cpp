@@ -31,7 +31,7 @@ namespace {
 class llama_ops final : public llama_base {
  public:
   llama_ops(const llama_weights& w, const runtime_options& opt, int32_t context)
-      : llama_base(w, opt, context,
+      : llama_base(w.shape, w.synthetic, w.end_ids, opt, context,
                    opt.cuda_graphs && parse_device(opt.device).is_cuda() && cuda_graphs_built()
                        ? "torch operations, CUDA graphs"
                        : "torch operations"),

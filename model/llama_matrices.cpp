@@ -1,0 +1,149 @@
+// Building the plain-loop network's weights from a source.
+#include "model/llama_matrices.hpp"
+
+#include <cstring>
+
+namespace conveyor::model {
+
+namespace {
+
+using kernels::huge_page_arena;
+using kernels::packed_matrix;
+
+// The matrices of one product: its parts (stacked as the rows of W^T) and the RMSNorm before it.
+struct product_plan {
+  std::vector<llama_tensor> parts;
+  std::optional<llama_tensor> norm;
+};
+
+// Builds the products of one source, in the order a step reads them.
+class builder {
+ public:
+  builder(const llama_source& source, const matrix_options& options)
+      : source_(source), options_(options), s_(source.shape()) {}
+
+  expected<llama_matrices> build() {
+    llama_matrices m;
+    m.arena = std::make_unique<huge_page_arena>(arena_bytes());
+    arena_ = m.arena.get();
+    const auto [vocab, dim] = tensor_dims(s_, llama_tensor::embedding);
+    m.embedding.dim = dim;
+    m.embedding.values.resize(size_t(vocab * dim));
+    if (auto err = read(llama_tensor::embedding, 0, m.embedding.values.data())) return err;
+    for (int32_t l = 0; l < s_.n_layers; ++l) {
+      llama_matrices::layer lw;
+      if (auto err = vector(llama_tensor::rms_att, l, lw.rms_att)) return err;
+      if (auto err = vector(llama_tensor::rms_ffn, l, lw.rms_ffn)) return err;
+      if (s_.qkv_bias) {
+        std::vector<float> b;
+        for (auto t : {llama_tensor::bq, llama_tensor::bk, llama_tensor::bv}) {
+          if (auto err = vector(t, l, b)) return err;
+          lw.bqkv.insert(lw.bqkv.end(), b.begin(), b.end());
+        }
+      }
+      if (auto err = product(qkv_plan(), l, lw.rms_att, lw.wqkv)) return err;
+      if (auto err = product({{llama_tensor::wo}, {}}, l, {}, lw.wo)) return err;
+      if (auto err = product(w13_plan(), l, lw.rms_ffn, lw.w13)) return err;
+      if (auto err = product({{llama_tensor::w2}, {}}, l, {}, lw.w2)) return err;
+      m.layers.push_back(std::move(lw));
+    }
+    if (auto err = vector(llama_tensor::rms_final, 0, m.rms_final)) return err;
+    if (auto err = product({{llama_tensor::classifier}, llama_tensor::rms_final}, 0, m.rms_final,
+                           m.classifier))
+      return err;
+    return m;
+  }
+
+ private:
+  static product_plan qkv_plan() {
+    return {{llama_tensor::wq, llama_tensor::wk, llama_tensor::wv}, llama_tensor::rms_att};
+  }
+  static product_plan w13_plan() {
+    return {{llama_tensor::w1, llama_tensor::w3}, llama_tensor::rms_ffn};
+  }
+
+  // The bytes every product takes packed, each piece rounded as the arena rounds it.
+  size_t arena_bytes() const {
+    size_t bytes = 0;
+    auto count = [&](const product_plan& plan) {
+      int64_t out = 0, in = 0;
+      for (auto t : plan.parts) {
+        const auto [rows, cols] = tensor_dims(s_, t);
+        out += rows;
+        in = cols;
+      }
+      bytes += huge_page_arena::rounded(size_t(packed_matrix::packed_bytes(in, out, options_.format)));
+    };
+    for (int32_t l = 0; l < s_.n_layers; ++l)
+      for (const auto& plan : {qkv_plan(), product_plan{{llama_tensor::wo}, {}}, w13_plan(),
+                               product_plan{{llama_tensor::w2}, {}}})
+        count(plan);
+    count({{llama_tensor::classifier}, llama_tensor::rms_final});
+    return bytes;
+  }
+
+  error read(llama_tensor t, int32_t layer, float* out) {
+    auto err = source_.read(t, layer, out);
+    source_.release(t, layer);
+    return err;
+  }
+
+  error vector(llama_tensor t, int32_t layer, std::vector<float>& out) {
+    out.resize(size_t(tensor_dims(s_, t).second));
+    return read(t, layer, out.data());
+  }
+
+  // The parts of `plan` read as the rows of W^T one after another, the norm's weight folded in,
+  // packed as one matrix.
+  error product(const product_plan& plan, int32_t layer, const std::vector<float>& norm,
+                weight_product& out) {
+    int64_t rows = 0, in = 0;
+    for (auto t : plan.parts) {
+      const auto [r, c] = tensor_dims(s_, t);
+      rows += r;
+      in = c;
+    }
+    staging_.resize(size_t(rows * in));
+    int64_t at = 0;
+    for (auto t : plan.parts) {
+      if (auto err = read(t, layer, staging_.data() + at * in)) return err;
+      at += tensor_dims(s_, t).first;
+    }
+    out.add(packed_matrix::from_rows(staging_.data(), in, rows, in,
+                                     plan.norm ? norm.data() : nullptr, options_.format, arena_));
+    out.set_folded(true);
+    return {};
+  }
+
+  const llama_source& source_;
+  const matrix_options& options_;
+  const llama_shape& s_;
+  huge_page_arena* arena_ = nullptr;
+  std::vector<float> staging_;  // one product's W^T as read, reused
+};
+
+}  // namespace
+
+void weight_product::add(kernels::packed_matrix m) {
+  const int64_t out = m.out();
+  parts_.push_back({std::move(m), out_});
+  out_ += out;
+}
+
+void weight_product::multiply(const float* x, int64_t x_stride, int64_t m, float* y,
+                              int64_t y_stride, const float* bias, bool accumulate) const {
+  for (const auto& p : parts_)
+    p.matrix.multiply(x, x_stride, m, y + p.column, y_stride, bias ? bias + p.column : nullptr,
+                      accumulate);
+}
+
+void embedding_rows::row(int64_t id, float* out) const {
+  std::memcpy(out, values.data() + id * dim, size_t(dim) * sizeof(float));
+}
+
+expected<llama_matrices> build_llama_matrices(const llama_source& source,
+                                              const matrix_options& options) {
+  return builder{source, options}.build();
+}
+
+}  // namespace conveyor::model
