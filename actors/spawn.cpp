@@ -178,9 +178,8 @@ expected<executor_group> spawn_executors(caf::actor_system& system, const config
     auto kv_dtype = model::choose_kv_dtype(cfg.model.kv_cache_dtype, *dtype);
     if (!kv_dtype) return kv_dtype.error();
     opt.kv_dtype = *kv_dtype;
-    auto bf16_inputs = model::choose_bf16_inputs(cfg.model.bf16_inputs, *dtype);
-    if (!bf16_inputs) return bf16_inputs.error();
-    opt.bf16_inputs = *bf16_inputs;
+    opt.bf16_inputs = model::choose_bf16_inputs(cfg.model.bf16_inputs, *dtype);
+    opt.quantize = model::choose_quantize(cfg.model.dtype);
     opt.block_size = block_size;
     if (memory_mb > 0)
       opt.kv_blocks = model::kv_blocks_in(*shape, memory_mb << 20, block_size, *kv_dtype);

@@ -45,17 +45,18 @@ struct model {
   /// "llama3_json" (Llama 3.x: JSON objects); empty refuses tool_choice "auto" (400), as vLLM
   /// needs --tool-call-parser.
   std::string tool_call_parser;
-  /// The number format executors compute in: "auto" (f32 on a CPU; bf16 on a GPU when the
-  /// weights are stored in bf16 or f16, else f32), "f32" or "bf16".
+  /// The number format executors compute in: "auto" (bf16 when the weights are stored in bf16,
+  /// on a GPU also f16; else f32), "f32" or "bf16"; on a CPU also "q8_0" or "q4_0": float
+  /// weights quantized as they load (activations f32).
   std::string dtype = "auto";
   /// The number format of the KV cache: "auto" (as `dtype` resolves), "f32" or "bf16". Only
   /// the CPU's plain-loop network keeps a cache in another format than `dtype`.
   std::string kv_cache_dtype = "auto";
-  /// With `dtype` bf16 on the CPU: the matrix products' inputs are rounded to bfloat16 too, for
-  /// AVX-512 BF16's dot product instruction (twice the products per instruction; sums stay
-  /// float32; processors without it run the same arithmetic in plain vector code). Off, the
-  /// inputs stay float32. Needs dtype bf16; a GPU's bf16 computes in bf16 throughout anyway.
-  bool bf16_inputs = false;
+  /// With bf16 weights on a CPU that has AVX-512 BF16: the matrix products' inputs are rounded to
+  /// bfloat16 too, for its dot product instruction (twice the products per instruction; sums
+  /// stay float32). Off, the inputs stay float32, as they do without bf16 weights or the
+  /// instruction; a GPU's bf16 computes in bf16 throughout anyway.
+  bool bf16_inputs = true;
 };
 
 /// `[tokenizer]`: the pool of tokenizer actors.

@@ -119,6 +119,12 @@ std::string check_dtype(std::string_view value) {
   return "must be 'auto', 'f32' or 'bf16', got '" + std::string{value} + "'";
 }
 
+std::string check_model_dtype(std::string_view value) {
+  if (value == "auto" || value == "f32" || value == "bf16" || value == "q8_0" || value == "q4_0")
+    return {};
+  return "must be 'auto', 'f32', 'bf16', 'q8_0' or 'q4_0', got '" + std::string{value} + "'";
+}
+
 std::string check_tool_call_parser(std::string_view value) {
   if (value.empty() || value == "hermes" || value == "llama3_json") return {};
   return "must be '', 'hermes' or 'llama3_json', got '" + std::string{value} + "'";

@@ -121,6 +121,10 @@ std::string check_model_path(std::string_view value);
 /// Problem of a `model.dtype` or `model.kv_cache_dtype`: "auto", "f32" or "bf16".
 std::string check_dtype(std::string_view value);
 
+/// Problem of a `model.dtype`: a dtype, or a type to quantize weights to at load ("q8_0",
+/// "q4_0").
+std::string check_model_dtype(std::string_view value);
+
 /// Problem of a `model.tool_call_parser`: "", "hermes" or "llama3_json".
 std::string check_tool_call_parser(std::string_view value);
 
@@ -184,7 +188,7 @@ void fields(V& v, S& x) {
   v("seed", x.seed, at_least(0));
   v("chat_template", x.chat_template, any());
   v("tool_call_parser", x.tool_call_parser, checked(check_tool_call_parser));
-  v("dtype", x.dtype, checked(check_dtype));
+  v("dtype", x.dtype, checked(check_model_dtype));
   v("kv_cache_dtype", x.kv_cache_dtype, checked(check_dtype));
   v("bf16_inputs", x.bf16_inputs, any());
 }

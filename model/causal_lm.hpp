@@ -71,6 +71,10 @@ struct runtime_options {
   /// bfloat16 too (weight_format::bf16_dot). The torch-operation network computes in bf16
   /// throughout with `dtype` bf16 and ignores it.
   bool bf16_inputs = false;
+  /// In the plain-loop network: quantize the matrices a file keeps in floats to this ggml type
+  /// as they are read ("q8_0" or "q4_0"; empty: none). Matrices a file keeps quantized (GGUF)
+  /// are multiplied in their own type whatever this says.
+  std::string quantize;
 };
 
 /// The number format the KV cache of `options` is kept in: `kv_dtype`, or `dtype` when unset.

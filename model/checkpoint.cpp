@@ -65,6 +65,7 @@ bool operator==(const llama_shape& a, const llama_shape& b) {
          a.rope_scaling.factor == b.rope_scaling.factor &&
          a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&
          a.rope_scaling.high_freq_factor == b.rope_scaling.high_freq_factor &&
+         a.rope_factors == b.rope_factors &&
          a.rope_scaling.original_max_position_embeddings ==
              b.rope_scaling.original_max_position_embeddings &&
          a.rms_norm_eps == b.rms_norm_eps && a.qkv_bias == b.qkv_bias;

@@ -39,6 +39,9 @@ struct llama_shape {
   double rope_theta = 10000.0;
   /// Llama 3's rotary scaling (rope_scaling of type "llama3"); factor 0 means none.
   llama3_rope rope_scaling{};
+  /// Divisors of each rotary frequency (head_size / 2 of them; GGUF's rope_freqs tensor, which
+  /// llama.cpp's converter writes for Llama 3's scaling); empty means none.
+  std::vector<float> rope_factors{};
   /// The epsilon of every RMSNorm.
   float rms_norm_eps = 1e-5f;
   /// True when q, k and v have biases (Qwen2).

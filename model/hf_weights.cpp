@@ -44,16 +44,22 @@ class tensor_reader {
 }  // namespace
 
 void adjacent_pairs_from_halves(float* rows, int64_t heads, int64_t head_size, int64_t cols) {
+  adjacent_pairs_from_halves(reinterpret_cast<uint8_t*>(rows), heads, head_size,
+                             cols * int64_t(sizeof(float)));
+}
+
+void adjacent_pairs_from_halves(uint8_t* rows, int64_t heads, int64_t head_size,
+                                int64_t row_bytes) {
   // Hugging Face's row i * half + j (i: which half, j < half) is llama2.c's row 2j + i.
   const int64_t half = head_size / 2;
-  std::vector<float> head(size_t(head_size * cols));
+  std::vector<uint8_t> head(size_t(head_size * row_bytes));
   for (int64_t h = 0; h < heads; ++h) {
-    float* base = rows + h * head_size * cols;
-    std::memcpy(head.data(), base, head.size() * sizeof(float));
+    uint8_t* base = rows + h * head_size * row_bytes;
+    std::memcpy(head.data(), base, head.size());
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < half; ++j)
-        std::memcpy(base + (2 * j + i) * cols, head.data() + (i * half + j) * cols,
-                    size_t(cols) * sizeof(float));
+        std::memcpy(base + (2 * j + i) * row_bytes, head.data() + (i * half + j) * row_bytes,
+                    size_t(row_bytes));
   }
 }
 

@@ -61,6 +61,8 @@ std::vector<double> rotary_frequencies(const llama_shape& s) {
   const int32_t hs = s.head_size();
   std::vector<double> f(static_cast<size_t>(hs / 2));
   for (int32_t j = 0; j < hs / 2; ++j) f[size_t(j)] = std::pow(s.rope_theta, -2.0 * j / hs);
+  if (s.rope_factors.size() == f.size())
+    for (size_t j = 0; j < f.size(); ++j) f[j] /= double(s.rope_factors[j]);
   const auto& r = s.rope_scaling;
   if (r.factor <= 0.0) return f;
   // Llama 3: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.

@@ -416,6 +416,11 @@ expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_source& source
     mo.format = options.dtype != compute_dtype::bf16 ? weight_format::f32
                 : options.bf16_inputs               ? weight_format::bf16_dot
                                                     : weight_format::bf16;
+    if (options.quantize == "q8_0") mo.quantize = quant_type::q8_0;
+    if (options.quantize == "q4_0") mo.quantize = quant_type::q4_0;
+    if (!options.quantize.empty() && !mo.quantize)
+      return make_error(ec::bad_config, "cannot quantize weights to '" + options.quantize +
+                                            "' (the load-time types are q8_0 and q4_0)");
     auto matrices = build_llama_matrices(source, mo);
     if (!matrices) return matrices.error();
     std::unique_ptr<causal_lm> result =

@@ -2,6 +2,8 @@
 #include "model/llama_matrices.hpp"
 
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 namespace conveyor::model {
 
@@ -26,10 +28,7 @@ class builder {
     llama_matrices m;
     m.arena = std::make_unique<huge_page_arena>(arena_bytes());
     arena_ = m.arena.get();
-    const auto [vocab, dim] = tensor_dims(s_, llama_tensor::embedding);
-    m.embedding.dim = dim;
-    m.embedding.values.resize(size_t(vocab * dim));
-    if (auto err = read(llama_tensor::embedding, 0, m.embedding.values.data())) return err;
+    if (auto err = embedding(m.embedding)) return err;
     for (int32_t l = 0; l < s_.n_layers; ++l) {
       llama_matrices::layer lw;
       if (auto err = vector(llama_tensor::rms_att, l, lw.rms_att)) return err;
@@ -62,24 +61,72 @@ class builder {
     return {{llama_tensor::w1, llama_tensor::w3}, llama_tensor::rms_ffn};
   }
 
+  // How each part of a product is kept: quantized (the file's blocks, or quantized as read) or
+  // nullopt for the float format. One quantized part keeps the whole product's norm unfolded.
+  std::vector<std::optional<kernels::quant_type>> kinds(const product_plan& plan,
+                                                        int32_t layer) const {
+    std::vector<std::optional<kernels::quant_type>> out;
+    for (auto t : plan.parts) {
+      auto stored = source_.quantized_type(t, layer);
+      const int64_t in = tensor_dims(s_, t).second;
+      if (!stored && options_.quantize && in % kernels::quant_block_elements(*options_.quantize) == 0)
+        stored = options_.quantize;
+      out.push_back(stored);
+    }
+    return out;
+  }
+
+  static bool any(const std::vector<std::optional<kernels::quant_type>>& kinds) {
+    for (const auto& k : kinds)
+      if (k) return true;
+    return false;
+  }
+
   // The bytes every product takes packed, each piece rounded as the arena rounds it.
   size_t arena_bytes() const {
     size_t bytes = 0;
-    auto count = [&](const product_plan& plan) {
-      int64_t out = 0, in = 0;
-      for (auto t : plan.parts) {
-        const auto [rows, cols] = tensor_dims(s_, t);
-        out += rows;
-        in = cols;
+    auto count = [&](const product_plan& plan, int32_t layer) {
+      const auto k = kinds(plan, layer);
+      if (!any(k)) {
+        int64_t out = 0, in = 0;
+        for (auto t : plan.parts) {
+          out += tensor_dims(s_, t).first;
+          in = tensor_dims(s_, t).second;
+        }
+        bytes += huge_page_arena::rounded(
+            size_t(packed_matrix::packed_bytes(in, out, options_.format)));
+        return;
       }
-      bytes += huge_page_arena::rounded(size_t(packed_matrix::packed_bytes(in, out, options_.format)));
+      for (size_t i = 0; i < plan.parts.size(); ++i) {
+        const auto [out, in] = tensor_dims(s_, plan.parts[i]);
+        bytes += huge_page_arena::rounded(
+            size_t(k[i] ? kernels::quantized_matrix::packed_bytes(*k[i], in, out)
+                        : packed_matrix::packed_bytes(in, out, options_.format)));
+      }
     };
     for (int32_t l = 0; l < s_.n_layers; ++l)
       for (const auto& plan : {qkv_plan(), product_plan{{llama_tensor::wo}, {}}, w13_plan(),
                                product_plan{{llama_tensor::w2}, {}}})
-        count(plan);
-    count({{llama_tensor::classifier}, llama_tensor::rms_final});
+        count(plan, l);
+    count({{llama_tensor::classifier}, llama_tensor::rms_final}, 0);
     return bytes;
+  }
+
+  // The token embedding: the file's blocks when it keeps them quantized, else float32.
+  error embedding(embedding_rows& e) {
+    const auto [vocab, dim] = tensor_dims(s_, llama_tensor::embedding);
+    e.dim = dim;
+    if (auto rows = source_.quantized(llama_tensor::embedding, 0)) {
+      e.type = rows->type;
+      e.row_bytes = dim / kernels::quant_block_elements(rows->type) *
+                    kernels::quant_block_bytes(rows->type);
+      const auto* data = static_cast<const uint8_t*>(rows->data);
+      e.blocks.assign(data, data + vocab * e.row_bytes);
+      source_.release(llama_tensor::embedding, 0);
+      return {};
+    }
+    e.values.resize(size_t(vocab * dim));
+    return read(llama_tensor::embedding, 0, e.values.data());
   }
 
   error read(llama_tensor t, int32_t layer, float* out) {
@@ -93,10 +140,17 @@ class builder {
     return read(t, layer, out.data());
   }
 
-  // The parts of `plan` read as the rows of W^T one after another, the norm's weight folded in,
-  // packed as one matrix.
+  // The parts of `plan`: read as the rows of W^T one after another, the norm's weight folded
+  // in, packed as one matrix; or, where any part is quantized, each part on its own.
   error product(const product_plan& plan, int32_t layer, const std::vector<float>& norm,
                 weight_product& out) {
+    const auto k = kinds(plan, layer);
+    if (any(k)) {
+      for (size_t i = 0; i < plan.parts.size(); ++i)
+        if (auto err = part(plan.parts[i], layer, k[i], out)) return err;
+      out.set_folded(false);
+      return {};
+    }
     int64_t rows = 0, in = 0;
     for (auto t : plan.parts) {
       const auto [r, c] = tensor_dims(s_, t);
@@ -115,11 +169,41 @@ class builder {
     return {};
   }
 
+  // One part of a product whose norm stays unfolded: the file's blocks, quantized as read, or
+  // packed in the float format.
+  error part(llama_tensor t, int32_t layer, std::optional<kernels::quant_type> kind,
+             weight_product& out) {
+    const auto [rows, in] = tensor_dims(s_, t);
+    if (kind) {
+      if (auto stored = source_.quantized(t, layer)) {
+        out.add(kernels::quantized_matrix(stored->type, stored->data, in, rows, arena_));
+        source_.release(t, layer);
+        return {};
+      }
+    }
+    staging_.resize(size_t(rows * in));
+    if (auto err = read(t, layer, staging_.data())) return err;
+    if (!kind) {
+      out.add(packed_matrix::from_rows(staging_.data(), in, rows, in, nullptr, options_.format,
+                                       arena_));
+      return {};
+    }
+    // Quantized as read, row by row (ggml's reference quantization).
+    const int64_t row_bytes =
+        in / kernels::quant_block_elements(*kind) * kernels::quant_block_bytes(*kind);
+    blocks_.resize(size_t(rows * row_bytes));
+    for (int64_t r = 0; r < rows; ++r)
+      kernels::quantize_row(*kind, staging_.data() + r * in, blocks_.data() + r * row_bytes, in);
+    out.add(kernels::quantized_matrix(*kind, blocks_.data(), in, rows, arena_));
+    return {};
+  }
+
   const llama_source& source_;
   const matrix_options& options_;
   const llama_shape& s_;
   huge_page_arena* arena_ = nullptr;
   std::vector<float> staging_;  // one product's W^T as read, reused
+  std::vector<uint8_t> blocks_;  // one matrix quantized as read, reused
 };
 
 }  // namespace
@@ -130,15 +214,41 @@ void weight_product::add(kernels::packed_matrix m) {
   out_ += out;
 }
 
+void weight_product::add(kernels::quantized_matrix m) {
+  const int64_t out = m.out();
+  parts_.push_back({std::move(m), out_});
+  out_ += out;
+}
+
+std::vector<std::string> weight_product::formats() const {
+  std::vector<std::string> out;
+  for (const auto& p : parts_) {
+    if (const auto* q = std::get_if<kernels::quantized_matrix>(&p.matrix)) {
+      out.push_back(kernels::quant_type_name(q->type()));
+      continue;
+    }
+    const auto f = std::get<packed_matrix>(p.matrix).format();
+    out.push_back(f == kernels::weight_format::f32 ? "f32" : "bf16");
+  }
+  return out;
+}
+
 void weight_product::multiply(const float* x, int64_t x_stride, int64_t m, float* y,
                               int64_t y_stride, const float* bias, bool accumulate) const {
   for (const auto& p : parts_)
-    p.matrix.multiply(x, x_stride, m, y + p.column, y_stride, bias ? bias + p.column : nullptr,
-                      accumulate);
+    std::visit(
+        [&](const auto& w) {
+          w.multiply(x, x_stride, m, y + p.column, y_stride, bias ? bias + p.column : nullptr,
+                     accumulate);
+        },
+        p.matrix);
 }
 
 void embedding_rows::row(int64_t id, float* out) const {
-  std::memcpy(out, values.data() + id * dim, size_t(dim) * sizeof(float));
+  if (type)
+    kernels::dequantize_row(*type, blocks.data() + id * row_bytes, out, dim);
+  else
+    std::memcpy(out, values.data() + id * dim, size_t(dim) * sizeof(float));
 }
 
 expected<llama_matrices> build_llama_matrices(const llama_source& source,

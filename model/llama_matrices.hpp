@@ -8,11 +8,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/error.hpp"
 #include "kernels/huge_pages.hpp"
 #include "kernels/packed_matmul.hpp"
+#include "kernels/quant_matmul.hpp"
 #include "model/llama_source.hpp"
 
 namespace conveyor::model {
@@ -31,11 +33,15 @@ class weight_product {
 
   /// Appends the columns of `m`.
   void add(kernels::packed_matrix m);
+  void add(kernels::quantized_matrix m);
+
+  /// The formats of the parts, for the start-up line: "bf16", "Q4_K", ...
+  std::vector<std::string> formats() const;
   void set_folded(bool folded) { folded_ = folded; }
 
  private:
   struct part {
-    kernels::packed_matrix matrix;
+    std::variant<kernels::packed_matrix, kernels::quantized_matrix> matrix;
     int64_t column = 0;
   };
   std::vector<part> parts_;
@@ -43,13 +49,17 @@ class weight_product {
   bool folded_ = false;
 };
 
-/// The rows of the token embedding, kept as the file keeps them.
+/// The rows of the token embedding: float32, or the blocks of a quantized file.
 class embedding_rows {
  public:
   /// Writes the `dim` numbers of token `id` to `out`.
   void row(int64_t id, float* out) const;
-  std::vector<float> values;  ///< [vocab, dim] float32
   int64_t dim = 0;
+  std::vector<float> values;  ///< [vocab, dim] float32, unless quantized
+  /// The blocks of each row of a quantized embedding.
+  std::optional<kernels::quant_type> type;
+  std::vector<uint8_t> blocks;
+  int64_t row_bytes = 0;
 };
 
 /// Every weight of the plain-loop network.
@@ -71,6 +81,9 @@ struct llama_matrices {
 struct matrix_options {
   /// The format of matrices a file keeps in floats.
   kernels::weight_format format = kernels::weight_format::f32;
+  /// Quantize the matrices a file keeps in floats to this type as they are read (those whose
+  /// rows are not a whole number of blocks stay in `format`).
+  std::optional<kernels::quant_type> quantize;
 };
 
 /// Reads `source` tensor by tensor into the network's matrices. Errors are the source's (they

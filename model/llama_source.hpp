@@ -64,6 +64,13 @@ class llama_source {
   /// (tensor_dims' rows x cols). Errors name the file and the tensor.
   virtual error read(llama_tensor t, int32_t layer, float* out) const = 0;
 
+  /// The type of a matrix its file keeps quantized; nullopt for one kept in floats.
+  virtual std::optional<kernels::quant_type> quantized_type(llama_tensor t, int32_t layer) const {
+    (void)t;
+    (void)layer;
+    return std::nullopt;
+  }
+
   /// The blocks of a matrix its file keeps quantized; nullopt for one kept in floats.
   virtual std::optional<quantized_rows> quantized(llama_tensor t, int32_t layer) const {
     (void)t;

@@ -12,6 +12,7 @@
 #include "common/install_dirs.hpp"
 #include "kernels/blas_kernels.hpp"
 #include "model/causal_lm.hpp"
+#include "model/gguf_model.hpp"
 #include "model/model_info.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/work_pool.hpp"
@@ -115,6 +116,7 @@ expected<std::unique_ptr<causal_lm>> load_model(const std::string& spec,
     return make_llama(*weights, options);
   }
   if (is_directory(spec)) return load_hf_model(spec, options, summary);
+  if (is_gguf_file(spec)) return load_gguf_model(spec, options, summary);
   auto weights = load_llama2c_checkpoint(spec);
   if (!weights) return weights.error();
   return make_llama(*weights, options);
@@ -133,11 +135,17 @@ expected<llama_shape> shape_of(const std::string& spec) {
     if (!info) return info.error();
     return info->shape;
   }
+  if (is_gguf_file(spec)) {
+    auto info = read_gguf_info(spec);
+    if (!info) return info.error();
+    return info->shape;
+  }
   return read_llama2c_shape(spec);
 }
 
 std::string default_tokenizer_for(const std::string& model_spec) {
   if (is_directory(model_spec)) return model_spec + "/tokenizer.json";
+  if (is_gguf_file(model_spec)) return model_spec;  // the file carries its vocabulary
   if (model_spec.rfind("synthetic:", 0) != 0 && model_spec != "trivial") {
     auto beside = directory_of(model_spec) + "/tok512.model";
     if (is_regular_file(beside)) return beside;

@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "kernels/packed_matmul.hpp"
 #include "model/causal_lm.hpp"
+#include "model/gguf_model.hpp"
 #include "model/safetensors.hpp"
 
 namespace conveyor::model {
@@ -22,12 +24,24 @@ expected<compute_dtype> choose_dtype(const std::string& requested, const std::st
                                      const std::string& weights_dtype) {
   if (requested == "f32") return compute_dtype::f32;
   if (requested == "bf16") return compute_dtype::bf16;
+  if (requested == "q8_0" || requested == "q4_0") {
+    if (device != "cpu")
+      return make_error(ec::bad_config, "model.dtype = '" + requested +
+                                            "' quantizes weights for the CPU's plain-loop "
+                                            "network; executors on '" + device +
+                                            "' compute in 'auto', 'f32' or 'bf16'");
+    return compute_dtype::f32;  // the activations and the matrices that stay in floats
+  }
   if (requested != "auto")
-    return make_error(ec::bad_config,
-                      "model.dtype must be 'auto', 'f32' or 'bf16', got '" + requested + "'");
-  if (device == "cpu") return compute_dtype::f32;
+    return make_error(ec::bad_config, "model.dtype must be 'auto', 'f32', 'bf16', 'q8_0' or "
+                                      "'q4_0', got '" + requested + "'");
+  if (device == "cpu") return weights_dtype == "BF16" ? compute_dtype::bf16 : compute_dtype::f32;
   return weights_dtype == "BF16" || weights_dtype == "F16" ? compute_dtype::bf16
                                                            : compute_dtype::f32;
+}
+
+std::string choose_quantize(const std::string& requested) {
+  return requested == "q8_0" || requested == "q4_0" ? requested : std::string{};
 }
 
 expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dtype dtype) {
@@ -38,12 +52,9 @@ expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dt
                                         requested + "'");
 }
 
-expected<bool> choose_bf16_inputs(bool requested, compute_dtype dtype) {
-  if (requested && dtype != compute_dtype::bf16)
-    return make_error(ec::bad_config,
-                      "model.bf16_inputs = true needs model.dtype = 'bf16' (it rounds the inputs "
-                      "of the bf16 products); this executor computes in f32");
-  return requested;
+bool choose_bf16_inputs(bool requested, compute_dtype dtype) {
+  return requested && dtype == compute_dtype::bf16 &&
+         kernels::packed_matrix::bf16_dot_instruction();
 }
 
 expected<model_info> inspect_model(const std::string& spec) {
@@ -76,6 +87,7 @@ expected<model_info> inspect_model(const std::string& spec) {
     hf->name = folder_name(spec);
     return hf;
   }
+  if (is_gguf_file(spec)) return read_gguf_info(spec);
   auto shape = read_llama2c_shape(spec);
   if (!shape) return shape.error();
   info.kind = model_kind::llama2c;

@@ -22,6 +22,8 @@ enum class model_kind {
   synthetic,
   /// "trivial": a model that does no arithmetic.
   trivial,
+  /// A GGUF file (llama.cpp's format), weights possibly quantized.
+  gguf,
 };
 
 /// The architectures a Hugging Face directory may hold.
@@ -43,7 +45,8 @@ struct model_info {
   std::vector<int32_t> end_ids;
   /// The attention window of config.json (Mistral, Qwen2 with use_sliding_window); 0: none.
   int32_t sliding_window = 0;
-  /// How most of the weights are stored: "F32", "F16", "BF16" (safetensors names).
+  /// How most of the weights are stored: "F32", "F16", "BF16" (safetensors names); a GGUF
+  /// file's type of most bytes ("Q4_K", ...).
   std::string weights_dtype = "F32";
   /// The tokenizer to use when none is configured (DIR/tokenizer.json for a directory).
   std::string tokenizer;
@@ -62,8 +65,9 @@ expected<model_info> read_hf_config(const std::string& dir);
 /// attention): the error names config.json and the key.
 error check_sliding_window(const model_info& info, int32_t context);
 
-/// The dtype to compute in for `requested` ("auto", "f32" or "bf16") on `device`: "auto" is f32
-/// on "cpu" and, on a GPU, bf16 when the weights are stored in BF16 or F16 (else f32).
+/// The dtype to compute in for `requested` ("auto", "f32", "bf16", or "q8_0" / "q4_0": weights
+/// quantized at load, activations in f32, on "cpu" only) on `device`: "auto" is bf16 when the
+/// weights are stored in BF16 (on a GPU also F16), else f32.
 expected<compute_dtype> choose_dtype(const std::string& requested, const std::string& device,
                                      const std::string& weights_dtype);
 
@@ -71,9 +75,14 @@ expected<compute_dtype> choose_dtype(const std::string& requested, const std::st
 /// "bf16") when the network computes in `dtype`: "auto" is `dtype`.
 expected<compute_dtype> choose_kv_dtype(const std::string& requested, compute_dtype dtype);
 
-/// `model.bf16_inputs` for an executor computing in `dtype`: it needs bf16 (it rounds the
-/// inputs of bf16 products).
-expected<bool> choose_bf16_inputs(bool requested, compute_dtype dtype);
+/// Whether an executor computing in `dtype` rounds its products' inputs to bf16
+/// (`model.bf16_inputs`, on by default): where requested, the weights are bf16 and the processor
+/// has AVX-512 BF16's dot product (elsewhere plain vector code would do the same arithmetic no
+/// faster than float32 inputs).
+bool choose_bf16_inputs(bool requested, compute_dtype dtype);
+
+/// The type `model.dtype` quantizes weights to as they are read: "q8_0", "q4_0", or "" for none.
+std::string choose_quantize(const std::string& requested);
 
 /// True when `path` is a directory.
 bool is_directory(const std::string& path);

@@ -38,7 +38,7 @@ struct generate_options {
   int64_t threads = 0;
   std::string dtype = "auto";
   std::string kv_cache_dtype = "auto";
-  bool bf16_inputs = false;
+  bool bf16_inputs = true;
   int32_t context = 0;
   bool show_tokens = false;
   std::string log_level = "warn";
@@ -65,15 +65,16 @@ int run_generate(const generate_options& o) {
   ro.slots = 1;
   ro.max_batched_tokens = 512;
   ro.context = o.context;
-  auto dtype = model::choose_dtype(o.dtype, ro.device, "");
+  auto info = model::inspect_model(model_spec);
+  if (!info) return fail(message_of(info.error()));
+  auto dtype = model::choose_dtype(o.dtype, ro.device, info->weights_dtype);
   if (!dtype) return fail(message_of(dtype.error()));
   ro.dtype = *dtype;
   auto kv_dtype = model::choose_kv_dtype(o.kv_cache_dtype, *dtype);
   if (!kv_dtype) return fail(message_of(kv_dtype.error()));
   ro.kv_dtype = *kv_dtype;
-  auto bf16_inputs = model::choose_bf16_inputs(o.bf16_inputs, *dtype);
-  if (!bf16_inputs) return fail(message_of(bf16_inputs.error()));
-  ro.bf16_inputs = *bf16_inputs;
+  ro.bf16_inputs = model::choose_bf16_inputs(o.bf16_inputs, *dtype);
+  ro.quantize = model::choose_quantize(o.dtype);
   std::string summary;
   auto m = model::load_model(model_spec, ro, &summary);
   if (!m) return fail(message_of(m.error()));
@@ -161,17 +162,19 @@ command_fn add_generate(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer,
                   "A SentencePiece .model or llama2.c .bin vocabulary (default: tok512.model "
                   "beside the model, else the embedded one)");
-  cmd->add_option("--dtype", o->dtype, "Compute in auto (f32 on a CPU), f32 or bf16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+  cmd->add_option("--dtype", o->dtype,
+                  "Compute in auto (bf16 for weights stored in bf16, else f32), f32 or bf16, or "
+                  "quantize the weights as they load to q8_0 or q4_0 (model.dtype)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8_0", "q4_0"}))
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype,
                   "Keep the KV cache in auto (as --dtype), f32 or bf16 (bf16 with f32 compute: "
                   "the CPU's plain-loop network only)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
-  cmd->add_flag("--bf16-inputs", o->bf16_inputs,
-                "With --dtype bf16: round the products' inputs to bf16 too, for AVX-512 BF16's "
-                "dot product (model.bf16_inputs)");
+  cmd->add_flag("--bf16-inputs,!--no-bf16-inputs", o->bf16_inputs,
+                "With bf16 weights on a processor with AVX-512 BF16: round the products' inputs "
+                "to bf16 too, for its dot product (on by default; model.bf16_inputs)");
   cmd->add_option("--context", o->context,
                   "Tokens of context (default 0: the model's own max_position_embeddings)")
       ->check(CLI::NonNegativeNumber);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/packed_matmul.hpp"
 #include "tests/apps/conveyor_process.hpp"
 
 using namespace conveyor::app::test;
@@ -126,20 +127,27 @@ TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
       << bad.err;
 }
 
-// model.bf16_inputs reaches the executors' model with model.dtype = bf16 (its line names the
-// instruction or the vector code), and the start stops with f32, naming both keys.
-TEST(serve_command, bf16_inputs_reach_the_executors_model_and_need_bf16) {
+// model.bf16_inputs (on by default) reaches the executors' model with model.dtype = bf16 where
+// the processor has AVX-512 BF16; false keeps f32 inputs; with f32 weights it changes nothing.
+TEST(serve_command, bf16_inputs_reach_the_executors_model_by_default) {
   std::string log;
-  auto model = model_of_serve(
-      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.bf16_inputs=true"},
+  auto model = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16"}, log);
+  if (conveyor::kernels::packed_matrix::bf16_dot_instruction())
+    EXPECT_NE(model.find("(plain loops, bf16 weights and product inputs (AVX-512 BF16)"),
+              std::string::npos)
+        << model << "\n" << log;
+  else
+    EXPECT_NE(model.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
+              std::string::npos)
+        << model << "\n" << log;
+  model = model_of_serve(
+      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.bf16_inputs=false"},
       log);
-  EXPECT_NE(model.find("(plain loops, bf16 weights and product inputs ("), std::string::npos)
-      << model << "\n" << log;
-  auto bad = run_conveyor("serve --port 0 --set executors=cpu --set model.bf16_inputs=true");
-  EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.err.find("model.bf16_inputs = true needs model.dtype = 'bf16'"),
+  EXPECT_NE(model.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
             std::string::npos)
-      << bad.err;
+      << model << "\n" << log;
+  model = model_of_serve({"--set", "executors=cpu", "--set", "model.bf16_inputs=true"}, log);
+  EXPECT_NE(model.find(" in f32 (plain loops)"), std::string::npos) << model << "\n" << log;
 }
 
 // A KV cache the machine cannot hold stops the start, naming both sizes.

@@ -57,7 +57,7 @@ TEST(config_defaults, every_key_has_its_documented_default) {
   EXPECT_EQ(x.model.seed, 0);
   EXPECT_EQ(x.model.dtype, "auto");
   EXPECT_EQ(x.model.kv_cache_dtype, "auto");
-  EXPECT_FALSE(x.model.bf16_inputs);
+  EXPECT_TRUE(x.model.bf16_inputs);
   EXPECT_EQ(x.tokenizer.workers, 2);
   EXPECT_TRUE(x.auto_executors);
   EXPECT_TRUE(x.executors.empty());
@@ -162,7 +162,7 @@ tokenizer = "tok.model"
 name = "tiny"
 seed = 7
 kv_cache_dtype = "bf16"
-bf16_inputs = true
+bf16_inputs = false
 
 [tokenizer]
 workers = 4
@@ -220,7 +220,7 @@ level = "debug"
   EXPECT_EQ(x.model.name, "tiny");
   EXPECT_EQ(x.model.seed, 7);
   EXPECT_EQ(x.model.kv_cache_dtype, "bf16");
-  EXPECT_TRUE(x.model.bf16_inputs);
+  EXPECT_FALSE(x.model.bf16_inputs);
   EXPECT_EQ(x.tokenizer.workers, 4);
   EXPECT_FALSE(x.auto_executors);
   ASSERT_EQ(x.executors.size(), 1u);
@@ -815,7 +815,7 @@ chat_template = ""
 tool_call_parser = ""
 dtype = "auto"
 kv_cache_dtype = "auto"
-bf16_inputs = false
+bf16_inputs = true
 
 [tokenizer]
 workers = 2

@@ -16,12 +16,17 @@
 #include "model/slot_tables.hpp"
 #include "sampling/sampler.hpp"
 #include "tests/support/model_files.hpp"
+#include "tests/support/reference_runs.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;
 using conveyor::sampling::argmax;
 using json = nlohmann::json;
+using test::max_difference;
+using test::model_run;
+using test::reference_run;
+using test::run;
 
 namespace {
 
@@ -29,33 +34,8 @@ std::string fixture(const std::string& name) {
   return test::source_path("tests/fixtures/hf_models/" + name);
 }
 
-/// One .expected.json with its logits file.
-struct reference_run {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::vector<int32_t>> generated;
-  std::vector<int32_t> logit_steps;
-  int32_t vocab = 0;
-  std::vector<float> logits;  // [prompt, step, vocab]
-
-  const float* logits_of(size_t prompt, size_t step_index) const {
-    return logits.data() + (prompt * logit_steps.size() + step_index) * size_t(vocab);
-  }
-};
-
 reference_run load_reference(const std::string& stem) {
-  reference_run r;
-  std::ifstream in(fixture(stem + ".expected.json"));
-  EXPECT_TRUE(in.good()) << stem;
-  auto j = json::parse(in);
-  r.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
-  r.generated = j["generated"].get<std::vector<std::vector<int32_t>>>();
-  r.logit_steps = j["logit_steps"].get<std::vector<int32_t>>();
-  r.vocab = j["vocab_size"].get<int32_t>();
-  r.logits.resize(r.prompts.size() * r.logit_steps.size() * size_t(r.vocab));
-  std::ifstream bin(fixture(j["logits_file"].get<std::string>()), std::ios::binary);
-  bin.read(reinterpret_cast<char*>(r.logits.data()), std::streamsize(r.logits.size() * 4));
-  EXPECT_TRUE(bin.good()) << stem << ": logits file too short";
-  return r;
+  return test::load_reference(fixture(stem + ".expected.json"));
 }
 
 std::unique_ptr<causal_lm> load(const std::string& dir, llama_network network,
@@ -71,60 +51,6 @@ std::unique_ptr<causal_lm> load(const std::string& dir, llama_network network,
     return nullptr;
   }
   return std::move(*m);
-}
-
-/// A run of the model: per prompt, the tokens it chose and the logits of every step.
-struct model_run {
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][step][vocab]
-};
-
-/// Runs the prompts (all in one batch, or one at a time) for `steps` steps. With `forced`, the
-/// next input is the forced token instead of the model's own choice (teacher forcing).
-model_run run(causal_lm& m, const std::vector<std::vector<int32_t>>& prompts, int32_t steps,
-              bool batched, const std::vector<std::vector<int32_t>>* forced = nullptr) {
-  model_run out;
-  out.tokens.resize(prompts.size());
-  out.logits.resize(prompts.size());
-  auto record = [&](size_t p, const float* row, int32_t vocab) {
-    out.logits[p].emplace_back(row, row + vocab);
-    out.tokens[p].push_back(argmax(row, vocab));
-  };
-  auto next_of = [&](size_t p) {
-    const size_t step = out.tokens[p].size() - 1;
-    return forced ? (*forced)[p][step] : out.tokens[p].back();
-  };
-  const size_t group = batched ? prompts.size() : 1;
-  const slot_tables tables(m);
-  for (size_t first = 0; first < prompts.size(); first += group) {
-    std::vector<prefill_item> items;
-    for (size_t p = first; p < first + group; ++p)
-      items.push_back(
-          {tables[int32_t(p - first)], 0, prompts[p].data(), int32_t(prompts[p].size()), -1});
-    auto logits = m.prefill(items);
-    for (size_t i = 0; i < group; ++i) record(first + i, logits.row(int32_t(i)), logits.vocab);
-    for (int32_t step = 1; step < steps; ++step) {
-      std::vector<decode_item> decode;
-      for (size_t p = first; p < first + group; ++p)
-        decode.push_back(
-            {tables[int32_t(p - first)], int32_t(prompts[p].size()) + step - 1, next_of(p)});
-      auto rows = m.decode(decode);
-      for (size_t i = 0; i < group; ++i) record(first + i, rows.row(int32_t(i)), rows.vocab);
-    }
-  }
-  return out;
-}
-
-float max_difference(const reference_run& ref, const model_run& got) {
-  float worst = 0;
-  for (size_t p = 0; p < ref.prompts.size(); ++p)
-    for (size_t k = 0; k < ref.logit_steps.size(); ++k) {
-      const float* want = ref.logits_of(p, k);
-      const auto& have = got.logits[p][size_t(ref.logit_steps[k])];
-      for (int32_t v = 0; v < ref.vocab; ++v)
-        worst = std::max(worst, std::fabs(want[v] - have[size_t(v)]));
-    }
-  return worst;
 }
 
 struct case_param {

@@ -757,15 +757,33 @@ TEST(llama, the_kv_cache_dtype_resolves_auto_to_the_compute_dtype) {
             "model.kv_cache_dtype must be 'auto', 'f32' or 'bf16', got 'fp8'");
 }
 
-TEST(llama, bf16_inputs_need_bf16_products) {
-  EXPECT_TRUE(*choose_bf16_inputs(true, compute_dtype::bf16));
-  EXPECT_FALSE(*choose_bf16_inputs(false, compute_dtype::bf16));
-  EXPECT_FALSE(*choose_bf16_inputs(false, compute_dtype::f32));
-  auto bad = choose_bf16_inputs(true, compute_dtype::f32);
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(message_of(bad.error()),
-            "model.bf16_inputs = true needs model.dtype = 'bf16' (it rounds the inputs of the "
-            "bf16 products); this executor computes in f32");
+// bf16 inputs where the weights are bf16 and the processor has AVX-512 BF16's instruction:
+// elsewhere f32 inputs, asked for or not.
+TEST(llama, bf16_inputs_need_bf16_weights_and_the_instruction) {
+  const bool has = packed_matrix::bf16_dot_instruction();
+  EXPECT_EQ(choose_bf16_inputs(true, compute_dtype::bf16), has);
+  EXPECT_FALSE(choose_bf16_inputs(false, compute_dtype::bf16));
+  EXPECT_FALSE(choose_bf16_inputs(false, compute_dtype::f32));
+  EXPECT_FALSE(choose_bf16_inputs(true, compute_dtype::f32));
+  packed_matrix::use_bf16_dot_instruction(false);
+  EXPECT_FALSE(choose_bf16_inputs(true, compute_dtype::bf16));
+  packed_matrix::use_bf16_dot_instruction(true);
+}
+
+// model.dtype "auto" computes a model stored in BF16 in bf16 on a CPU; q8_0 and q4_0 quantize
+// at load (f32 activations) on a CPU only.
+TEST(llama, auto_dtype_follows_bf16_weights_and_quantizing_is_for_the_cpu) {
+  EXPECT_EQ(*choose_dtype("auto", "cpu", "BF16"), compute_dtype::bf16);
+  EXPECT_EQ(*choose_dtype("auto", "cpu", "F16"), compute_dtype::f32);
+  EXPECT_EQ(*choose_dtype("auto", "cpu", "F32"), compute_dtype::f32);
+  EXPECT_EQ(*choose_dtype("q8_0", "cpu", "BF16"), compute_dtype::f32);
+  EXPECT_EQ(choose_quantize("q8_0"), "q8_0");
+  EXPECT_EQ(choose_quantize("q4_0"), "q4_0");
+  EXPECT_EQ(choose_quantize("bf16"), "");
+  auto gpu = choose_dtype("q8_0", "cuda:0", "BF16");
+  ASSERT_FALSE(gpu);
+  EXPECT_NE(message_of(gpu.error()).find("quantizes weights for the CPU's plain-loop network"),
+            std::string::npos);
 }
 
 namespace {
