@@ -1,10 +1,13 @@
 // GGUF vocabularies written by llama.cpp's own converter (tools/fixtures/make_gguf_tokenizers.py
-// -> tests/fixtures/gguf_tokenizers/) against the tokenizers library: ids on every corpus string,
-// the bytes of every token and decoding, the metadata read back as the gguf package reads it, the
-// special tokens and chat templates the server takes from the file, and refusals naming the key.
+// -> tests/fixtures/gguf_tokenizers/) against the tokenizers library's ids on every corpus string
+// (which llama.cpp's own tokenizer gives too: the generator checks), the bytes of every token
+// against llama.cpp's pieces and decoding against the tokenizer.json of the same vocabulary, the
+// metadata read back as the gguf package reads it, the special tokens and chat templates the
+// server takes from the file, and refusals naming the key.
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -54,6 +57,8 @@ std::string render(const ids& v) {
 struct fixture {
   json metadata;
   std::vector<ids> plain;
+  /// llama.cpp's piece of each id (llama_token_to_piece, special tokens as nothing).
+  std::vector<std::string> pieces;
   std::string same_vocabulary;
 };
 
@@ -61,6 +66,13 @@ fixture read_fixture(const std::string& name) {
   auto doc = read_json(fixtures + name + ".json");
   fixture f;
   f.metadata = doc["metadata"];
+  for (const auto& hex : doc["pieces"]) {
+    const auto text = hex.get<std::string>();
+    std::string bytes;
+    for (size_t i = 0; i + 1 < text.size(); i += 2)
+      bytes += static_cast<char>(std::stoi(text.substr(i, 2), nullptr, 16));
+    f.pieces.push_back(std::move(bytes));
+  }
   if (doc.contains("expected")) {
     f.plain = read_json(source + doc["expected"].get<std::string>())["ids"].get<std::vector<ids>>();
   } else {
@@ -119,6 +131,20 @@ TEST_P(gguf_fixture, ids_equal_the_reference_for_every_string) {
     }
   }
   EXPECT_EQ(failures, 0u) << "of " << corpus().size() << " strings";
+}
+
+TEST_P(gguf_fixture, token_bytes_equal_llama_cpps_pieces) {
+  ASSERT_EQ(ref.pieces.size(), static_cast<size_t>(tok->vocab_size()));
+  size_t failures = 0;
+  size_t empty = 0;
+  for (int32_t id = 0; id < tok->vocab_size(); ++id) {
+    empty += ref.pieces[static_cast<size_t>(id)].empty();
+    if (tok->token_bytes(id) != ref.pieces[static_cast<size_t>(id)] && ++failures <= 5)
+      ADD_FAILURE() << GetParam() << " id " << id << " got \"" << escaped(tok->token_bytes(id))
+                    << "\" want \"" << escaped(ref.pieces[static_cast<size_t>(id)]) << "\"";
+  }
+  EXPECT_EQ(failures, 0u);
+  EXPECT_LT(empty, 8u);  // the control tokens only
 }
 
 TEST_P(gguf_fixture, token_bytes_and_decoding_equal_the_tokenizer_json_of_the_same_vocabulary) {
@@ -204,6 +230,20 @@ TEST_P(gguf_fixture, the_server_finds_bos_eos_and_chat_templates_in_the_file) {
   EXPECT_EQ(templates->templates, templates_of(m));
   EXPECT_EQ(templates->origin.empty(), templates->templates.empty());
   EXPECT_EQ(templates->origin.find(path), templates->origin.empty() ? std::string::npos : 0);
+}
+
+TEST_P(gguf_fixture, threads_share_one_tokenizer) {
+  std::vector<std::vector<ids>> results(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < results.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < corpus().size(); i += 2)
+        results[t].push_back(*tok->encode(corpus()[i], false));
+    });
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < results.size(); ++t)
+    for (size_t k = 0; k < results[t].size(); ++k)
+      ASSERT_EQ(results[t][k], ref.plain[t + 2 * k]) << "thread " << t << " string " << t + 2 * k;
 }
 
 TEST(gguf_fixtures, cover_named_chat_templates_and_files_without_any) {
