@@ -15,6 +15,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "tests/support/model_files.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tokenizers/detokenizer.hpp"
 #include "tokenizers/gguf_tokenizer.hpp"
 #include "tokenizers/tokenizer.hpp"
@@ -310,6 +311,18 @@ TEST(gguf_tokenizer, refuses_what_it_cannot_run_naming_the_key_and_value) {
   v = *read;
   v.tokens.clear();
   refused(v, "F.gguf: key 'tokenizer.ggml.tokens' is empty");
+}
+
+TEST(gguf_tokenizer, a_file_that_is_not_gguf_is_refused_by_every_reader_naming_it) {
+  test::temp_dir dir{"gguf_tokenizer"};
+  const auto path = dir.file("model.gguf");
+  std::ofstream{path, std::ios::binary} << "GGUG this is not a GGUF file at all";
+  for (const auto& err :
+       {load_tokenizer(path).error(), tokenizer_config_beside(path).error(),
+        chat_templates_beside(path).error(), load_tokenizer(dir.file("none.gguf")).error()}) {
+    EXPECT_EQ(code_of(err), ec::bad_file);
+    EXPECT_EQ(message_of(err).find(dir.path()), 0u) << message_of(err);
+  }
 }
 
 TEST(gguf_tokenizer, a_file_without_a_tokenizer_is_refused_naming_the_key) {
