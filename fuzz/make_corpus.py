@@ -72,6 +72,13 @@ write(d, "mixed.safetensors", safetensors([
     ("empty", "F32", [0], b""),
 ]))
 
+# -- gguf: the reader's test files (written by the gguf package) and a bare header ---------------
+d = target("gguf")
+for name in ("metadata", "tensors", "nested_deep"):
+    with open(os.path.join(ROOT, "tests", "fixtures", "gguf", name + ".gguf"), "rb") as f:
+        write(d, name + ".gguf", f.read())
+write(d, "empty.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+
 # -- tokenizer_json: the test fixtures cut down to a few hundred tokens --------------------------
 d = target("tokenizer_json")
 for name in ("llama_spm", "llama3", "gpt2"):

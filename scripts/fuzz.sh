@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors tokenizer_json tokenize normalizer request_json
+[ ${#targets[@]} -gt 0 ] || targets=(config checkpoint safetensors gguf tokenizer_json tokenize normalizer request_json
                                      http_request template_lexer template_parser template_renderer
                                      output_format tool_call_parser)
 

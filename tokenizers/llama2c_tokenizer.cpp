@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <queue>
 #include <utility>
 
 #include "tokenizers/utf8.hpp"
@@ -67,20 +66,29 @@ expected<std::shared_ptr<const llama2c_tokenizer>> llama2c_tokenizer::make(
       new llama2c_tokenizer(std::move(pieces), std::move(scores), byte_ids)};
 }
 
+namespace {
+
+/// The ids that merges may produce: every piece but the control ids and the byte-fallback ones.
+std::vector<bool> normal_pieces(const std::vector<std::string>& pieces) {
+  std::vector<bool> normal(pieces.size());
+  for (size_t id = first_non_control_id; id < pieces.size(); ++id)
+    normal[id] = !byte_of_piece(pieces[id]);
+  return normal;
+}
+
+}  // namespace
+
 llama2c_tokenizer::llama2c_tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
                                      std::array<int32_t, 256> byte_ids)
-    : pieces_(std::move(pieces)), scores_(std::move(scores)), byte_ids_(byte_ids) {
-  bytes_of_id_.resize(pieces_.size());
-  byte_fallback_.resize(pieces_.size());
-  normal_ids_.reserve(pieces_.size());
-  for (size_t id = first_non_control_id; id < pieces_.size(); ++id) {
-    if (auto b = byte_of_piece(pieces_[id])) {
+    : bytes_of_id_(pieces.size()),
+      byte_fallback_(pieces.size()),
+      bpe_(pieces, scores, normal_pieces(pieces), byte_ids) {
+  for (size_t id = first_non_control_id; id < pieces.size(); ++id) {
+    if (auto b = byte_of_piece(pieces[id])) {
       bytes_of_id_[id] = std::string(1, static_cast<char>(*b));
       byte_fallback_[id] = true;
     } else {
-      bytes_of_id_[id] = pieces_[id];
-      // The first of two equal pieces wins; SentencePiece refuses such a model.
-      normal_ids_.emplace(pieces_[id], static_cast<int32_t>(id));
+      bytes_of_id_[id] = pieces[id];
     }
   }
 }
@@ -135,69 +143,7 @@ expected<std::vector<int32_t>> llama2c_tokenizer::encode(std::string_view text,
                                                          bool add_bos) const {
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(bos_id());
-  const std::string normalized = normalize(text);
-  if (normalized.empty()) return ids;
-  const std::string_view all{normalized};
-  // The symbols form a linked list over `normalized`; a merge grows the left symbol and empties
-  // the right one.
-  struct symbol {
-    size_t begin;
-    size_t size;
-    int prev;
-    int next;
-  };
-  std::vector<symbol> symbols;
-  symbols.reserve(normalized.size());
-  for (size_t pos = 0; pos < normalized.size();) {
-    const size_t size = scan_utf8(all.substr(pos)).length;  // always valid after normalize()
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({pos, size, index - 1, -1});
-    if (index > 0) symbols[index - 1].next = index;
-    pos += size;
-  }
-  // Candidate merges, best first: highest score, then leftmost. Entries go stale when one of
-  // their symbols changes; they are recognized and skipped when popped.
-  struct candidate {
-    float score;
-    int left;
-    int right;
-    size_t size;
-  };
-  const auto worse = [](const candidate& a, const candidate& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  };
-  std::priority_queue<candidate, std::vector<candidate>, decltype(worse)> agenda{worse};
-  const auto consider = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const auto merged = all.substr(symbols[left].begin, symbols[left].size + symbols[right].size);
-    if (auto i = normal_ids_.find(merged); i != normal_ids_.end())
-      agenda.push({scores_[i->second], left, right, merged.size()});
-  };
-  for (size_t i = 1; i < symbols.size(); ++i)
-    consider(static_cast<int>(i - 1), static_cast<int>(i));
-  while (!agenda.empty()) {
-    const candidate top = agenda.top();
-    agenda.pop();
-    symbol& left = symbols[top.left];
-    symbol& right = symbols[top.right];
-    if (left.size == 0 || right.size == 0 || left.next != top.right ||
-        left.size + right.size != top.size)
-      continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (left.next >= 0) symbols[left.next].prev = top.left;
-    consider(left.prev, top.left);
-    consider(top.left, left.next);
-  }
-  for (int i = 0; i >= 0; i = symbols[i].next) {
-    const auto piece = all.substr(symbols[i].begin, symbols[i].size);
-    if (auto found = normal_ids_.find(piece); found != normal_ids_.end()) {
-      ids.push_back(found->second);
-    } else {
-      for (char c : piece) ids.push_back(byte_ids_[static_cast<uint8_t>(c)]);
-    }
-  }
+  bpe_.encode(normalize(text), ids);
   return ids;
 }
 

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/error.hpp"
+#include "tokenizers/score_bpe.hpp"
 #include "tokenizers/tokenizer.hpp"
 
 namespace conveyor::tokenizers {
@@ -46,7 +46,7 @@ class llama2c_tokenizer final : public tokenizer {
   bool is_byte_fallback(int32_t id) const override;
 
   /// Number of ids.
-  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
+  int32_t vocab_size() const override { return static_cast<int32_t>(bytes_of_id_.size()); }
 
   /// Always 1, llama2.c's convention.
   int32_t bos_id() const override { return 1; }
@@ -65,19 +65,12 @@ class llama2c_tokenizer final : public tokenizer {
   llama2c_tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
                     std::array<int32_t, 256> byte_ids);
 
-  /// The text of each id, "▁" as a space.
-  std::vector<std::string> pieces_;
-  /// The merge score of each id.
-  std::vector<float> scores_;
-  /// The id of each byte's fallback token.
-  std::array<int32_t, 256> byte_ids_;
   /// What token_bytes() returns, per id.
   std::vector<std::string> bytes_of_id_;
   /// What is_byte_fallback() returns, per id.
   std::vector<bool> byte_fallback_;
-  /// Normal pieces (not control, not byte fallback) by text; the keys view into `pieces_`,
-  /// which is why this class can be neither copied nor moved.
-  std::unordered_map<std::string_view, int32_t> normal_ids_;
+  /// The merges over the normal pieces (not control, not byte fallback), spaces as ' '.
+  score_bpe bpe_;
 };
 
 }  // namespace conveyor::tokenizers

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "tokenizers/gguf_tokenizer.hpp"
+
 namespace conveyor::tokenizers {
 
 expected<std::shared_ptr<const tokenizer>> load_tokenizer(const std::string& path) {
@@ -16,9 +18,10 @@ expected<std::shared_ptr<const tokenizer>> load_tokenizer(const std::string& pat
   if (extension == ".json") return load_hf_tokenizer(path);
   if (extension == ".model") return load_sentencepiece_tokenizer(path);
   if (extension == ".bin") return load_llama2c_tokenizer(path);
+  if (extension == ".gguf") return load_gguf_tokenizer(path);
   return make_error(ec::bad_file, path + ": unknown tokenizer format '" + extension +
-                                      "' (expected .model for SentencePiece, .bin for llama2.c "
-                                      "or tokenizer.json for Hugging Face)");
+                                      "' (expected .model for SentencePiece, .bin for llama2.c, "
+                                      "tokenizer.json for Hugging Face or .gguf)");
 }
 
 }  // namespace conveyor::tokenizers

@@ -69,7 +69,8 @@ expected<std::shared_ptr<const tokenizer>> load_hf_tokenizer(const std::string& 
 std::string hf_tokenizer_file(const std::string& path);
 
 /// Loads a tokenizer by file name: `.model` is SentencePiece, `.bin` is llama2.c, `.json` (or a
-/// directory holding tokenizer.json) is a Hugging Face tokenizer.json.
+/// directory holding tokenizer.json) is a Hugging Face tokenizer.json, `.gguf` is the vocabulary
+/// of a GGUF model file (gguf_tokenizer.hpp).
 expected<std::shared_ptr<const tokenizer>> load_tokenizer(const std::string& path);
 
 }  // namespace conveyor::tokenizers

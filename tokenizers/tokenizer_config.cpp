@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizers/gguf_tokenizer.hpp"
+
 namespace conveyor::tokenizers {
 
 namespace {
@@ -111,6 +113,11 @@ expected<tokenizer_config> read_tokenizer_config(const std::string& path) {
 }
 
 expected<std::optional<tokenizer_config>> tokenizer_config_beside(const std::string& tokenizer_path) {
+  if (is_gguf_path(tokenizer_path)) {
+    auto config = read_gguf_tokenizer_config(tokenizer_path);
+    if (!config) return config.error();
+    return std::optional<tokenizer_config>{std::move(*config)};
+  }
   std::error_code err;
   const auto path = (folder_of(tokenizer_path) / "tokenizer_config.json").string();
   if (!std::filesystem::is_regular_file(path, err)) return std::optional<tokenizer_config>{};
@@ -121,8 +128,15 @@ expected<std::optional<tokenizer_config>> tokenizer_config_beside(const std::str
 
 expected<model_chat_templates> chat_templates_beside(const std::string& tokenizer_path) {
   namespace fs = std::filesystem;
-  const auto folder = folder_of(tokenizer_path);
   model_chat_templates out;
+  if (is_gguf_path(tokenizer_path)) {
+    auto config = read_gguf_tokenizer_config(tokenizer_path);
+    if (!config) return config.error();
+    out.templates = std::move(config->chat_templates);
+    if (!out.templates.empty()) out.origin = tokenizer_path + ": tokenizer.chat_template";
+    return out;
+  }
+  const auto folder = folder_of(tokenizer_path);
   std::error_code err;
   // Files first: transformers prefers them to the field (and save_pretrained now writes them).
   const auto file = folder / "chat_template.jinja";

@@ -44,7 +44,7 @@ expected<tokenizer_config> parse_tokenizer_config(const std::string& text,
 
 /// The tokenizer_config.json beside a tokenizer file (in its folder; a folder given as
 /// `tokenizer_path` is looked into): nullopt when there is none, an error naming the file and key
-/// when it cannot be read.
+/// when it cannot be read. A GGUF file (`.gguf`) holds its own: read_gguf_tokenizer_config().
 expected<std::optional<tokenizer_config>> tokenizer_config_beside(const std::string& tokenizer_path);
 
 /// A model's chat templates, from the tokenizer's folder.
@@ -59,7 +59,8 @@ struct model_chat_templates {
 /// into), where transformers' from_pretrained finds them: chat_template.jinja (named "default")
 /// and additional_chat_templates/NAME.jinja (named NAME, in name order), which take priority over
 /// tokenizer_config.json's "chat_template" field. None when there are none; an error naming the
-/// file when one cannot be read.
+/// file when one cannot be read. A GGUF file (`.gguf`) holds its own: tokenizer.chat_template
+/// ("default") and tokenizer.chat_template.NAME.
 expected<model_chat_templates> chat_templates_beside(const std::string& tokenizer_path);
 
 }  // namespace conveyor::tokenizers

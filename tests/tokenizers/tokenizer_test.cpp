@@ -410,11 +410,11 @@ TEST_F(loader_errors, wrong_extension) {
   const auto path = write("tok512.txt", real_bin());
   expect_error(load_tokenizer(path), path,
                ": unknown tokenizer format '.txt' (expected .model for SentencePiece, .bin "
-               "for llama2.c or tokenizer.json for Hugging Face)");
+               "for llama2.c, tokenizer.json for Hugging Face or .gguf)");
   const auto none = write("tokenizer", real_bin());
   expect_error(load_tokenizer(none), none,
                ": unknown tokenizer format '' (expected .model for SentencePiece, .bin for "
-               "llama2.c or tokenizer.json for Hugging Face)");
+               "llama2.c, tokenizer.json for Hugging Face or .gguf)");
 }
 
 TEST(load_tokenizer, chooses_by_extension) {
