@@ -7,7 +7,7 @@
 #
 # The source is the one shipped inside the PyPI source distribution of llama-cpp-python (its
 # vendor/llama.cpp), checked against a pinned sha256 and kept in ~/.cache/conveyor/downloads/.
-# It is extracted and built (Release, GGML_NATIVE, no CURL) into
+# It is extracted and built (Release, GGML_NATIVE, neither CURL nor OpenSSL) into
 # ~/.cache/conveyor/llama.cpp-VERSION/:
 #   src/    llama.cpp's source tree (convert_hf_to_gguf.py, gguf-py, ...)
 #   build/  the CMake build
@@ -19,7 +19,7 @@
 set -euo pipefail
 version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-url=https://files.pythonhosted.org/packages/source/l/llama-cpp-python/llama_cpp_python-$version.tar.gz
+url=https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-$version.tar.gz
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/conveyor
 dest=$cache/llama.cpp-$version
 stamp=$version+1
@@ -40,7 +40,7 @@ tarball=$cache/downloads/llama_cpp_python-$version.tar.gz
 mkdir -p "$cache/downloads"
 if ! echo "$sha256  $tarball" | sha256sum -c --quiet >/dev/null 2>&1; then
   echo "fetch-llama-cpp: downloading llama-cpp-python $version's source distribution from PyPI" >&2
-  curl -fsSL --retry 3 -o "$tarball.part" "$url"
+  curl -fsS --retry 3 -o "$tarball.part" "$url"
   echo "$sha256  $tarball.part" | sha256sum -c --quiet || {
     echo "fetch-llama-cpp: llama_cpp_python-$version.tar.gz does not have the pinned sha256" >&2
     rm -f "$tarball.part"
@@ -63,7 +63,7 @@ jobs=${JOBS:-$(nproc)}
 echo "fetch-llama-cpp: building ${binaries[*]} with $jobs jobs (log: $dest/build.log)" >&2
 {
   cmake -S "$dest/src" -B "$dest/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON &&
     cmake --build "$dest/build" -j "$jobs" --target "${binaries[@]}"
 } >"$dest/build.log" 2>&1 || {
