@@ -90,7 +90,14 @@ void quantize_q8_0(const float* x, uint8_t* b) {
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   write_u16(b, to_f16(d));
-  for (int i = 0; i < 32; ++i) b[2 + i] = uint8_t(int8_t(std::roundf(x[i] * id)));
+  for (int i = 0; i < 32; ++i) {
+    // roundf (half away from zero) without the library call: x * id lies within [-127, 127]
+    // (and a rounding), so truncation is exact and so is the remainder.
+    const float v = x[i] * id;
+    const int t = int(v);
+    const float rest = v - float(t);
+    b[2 + i] = uint8_t(int8_t(t + int(rest >= 0.5f) - int(rest <= -0.5f)));
+  }
 }
 
 void quantize_q4_0(const float* x, uint8_t* b) {

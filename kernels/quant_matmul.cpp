@@ -57,15 +57,20 @@ quant_isa best_upto(uint8_t limit) {
 }
 
 // One block of 8-bit inputs: round(x / d) with d = max |x| / 127 (0 for a block of zeros), as
-// ggml's quantize_row_q8_0 computes it but with d kept in float32.
+// ggml's quantize_row_q8_0 computes it but with d kept in float32. Rounding half away from zero
+// as roundf does, in operations that vectorize: x / d lies within [-127, 127] (and a rounding),
+// so truncation to int is exact and so is the remainder.
 void quantize_input_block(const float* x, int64_t n, int8_t* q, float* d) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float scale = amax / 127.0f;
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    const float v = std::roundf(x[i] * inverse);
-    q[i] = int8_t(std::min(127.0f, std::max(-127.0f, v)));
+    const float v = x[i] * inverse;
+    const int32_t t = int32_t(v);
+    const float rest = v - float(t);
+    const int32_t r = t + int32_t(rest >= 0.5f) - int32_t(rest <= -0.5f);
+    q[i] = int8_t(std::min(127, std::max(-127, r)));
   }
   *d = scale;
 }
@@ -80,19 +85,22 @@ void quantize_inputs(quant_type type, const float* x, int64_t x_stride, int64_t 
   out.q.resize(size_t(m * in));
   out.d.resize(size_t(m * (in / block)));
   out.sums.resize(block == 256 ? size_t(m * (in / 16)) : 0);
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * x_stride;
-    int8_t* q = out.q.data() + r * in;
-    for (int64_t b = 0; b < in / block; ++b)
-      quantize_input_block(xr + b * block, block, q + b * block,
-                           out.d.data() + r * (in / block) + b);
-    if (block == 256)
-      for (int64_t g = 0; g < in / 16; ++g) {
-        int sum = 0;
-        for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
-        out.sums[size_t(r * (in / 16) + g)] = int16_t(sum);
-      }
-  }
+  // Rows on the compute pool when there are enough of them.
+  parallel_for(m, grain_for(in * 4), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * x_stride;
+      int8_t* q = out.q.data() + r * in;
+      for (int64_t b = 0; b < in / block; ++b)
+        quantize_input_block(xr + b * block, block, q + b * block,
+                             out.d.data() + r * (in / block) + b);
+      if (block == 256)
+        for (int64_t g = 0; g < in / 16; ++g) {
+          int sum = 0;
+          for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
+          out.sums[size_t(r * (in / 16) + g)] = int16_t(sum);
+        }
+    }
+  });
 }
 
 namespace scalar {

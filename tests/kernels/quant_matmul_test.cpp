@@ -19,6 +19,7 @@
 
 #include "kernels/huge_pages.hpp"
 #include "kernels/quant_matmul.hpp"
+#include "kernels/quant_matmul_kernels.hpp"
 #include "tests/kernels/quant_fixture.hpp"
 
 using namespace conveyor::kernels;
@@ -207,6 +208,47 @@ TEST(QuantMatmul, MatrixInAnArenaAndItsSizes) {
   EXPECT_EQ(q.out(), 9);
   EXPECT_THROW(quantized_matrix(quant_type::q4_k, w.data(), 500, 9), std::invalid_argument);
   EXPECT_THROW(quantized_matrix(quant_type::q8_0, w.data(), 64, 0), std::invalid_argument);
+}
+
+TEST(QuantMatmul, InputsRoundHalfAwayFromZeroAsRoundf) {
+  // Blocks whose numbers land exactly on and next to the halfway points of their scale.
+  const int64_t in = 512, m = 3;
+  std::vector<float> x(size_t(m * in));
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (auto& v : x) v = u(rng);
+  for (int64_t i = 0; i < in; ++i) {
+    // Row 1: multiples of 0.5 up to 127 (d = 1), so that x / d is a tie or an integer.
+    x[size_t(in + i)] = float(int(i % 255) - 127) * (i % 2 == 0 ? 1.0f : 0.5f);
+    // Row 2: the float32 neighbours of ties.
+    const float tie = float(int(i % 200) - 100) + 0.5f;
+    x[size_t(2 * in + i)] = i % 3 == 0 ? tie : std::nextafter(tie, i % 3 == 1 ? 1e9f : -1e9f);
+  }
+  x[size_t(in)] = 127.0f;
+  x[size_t(2 * in)] = 127.0f;
+  for (quant_type type : {quant_type::q8_0, quant_type::q6_k}) {
+    quantized_inputs a;
+    quantize_inputs(type, x.data(), in, m, in, a);
+    const int64_t block = input_block(type);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t b = 0; b < in / block; ++b) {
+        const float* xb = &x[size_t(r * in + b * block)];
+        float amax = 0.0f;
+        for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        ASSERT_EQ(a.d[size_t(r * (in / block) + b)], d);
+        for (int64_t i = 0; i < block; ++i)
+          ASSERT_EQ(a.q[size_t(r * in + b * block + i)], int8_t(std::roundf(xb[i] * id)))
+              << "row " << r << " number " << b * block + i << ": " << xb[i];
+      }
+    if (type == quant_type::q6_k)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t g = 0; g < in / 16; ++g) {
+          int sum = 0;
+          for (int i = 0; i < 16; ++i) sum += a.q[size_t(r * in + g * 16 + i)];
+          ASSERT_EQ(a.sums[size_t(r * (in / 16) + g)], sum);
+        }
+  }
 }
 
 TEST(QuantMatmul, NamesTheInstructionSets) {
