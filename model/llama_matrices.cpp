@@ -126,7 +126,19 @@ class builder {
       return {};
     }
     e.values.resize(size_t(vocab * dim));
-    return read(llama_tensor::embedding, 0, e.values.data());
+    if (auto err = read(llama_tensor::embedding, 0, e.values.data())) return err;
+    // Quantized as read like the matrices, as llama.cpp's converter quantizes it.
+    if (options_.quantize && dim % kernels::quant_block_elements(*options_.quantize) == 0) {
+      e.type = options_.quantize;
+      e.row_bytes = dim / kernels::quant_block_elements(*e.type) *
+                    kernels::quant_block_bytes(*e.type);
+      e.blocks.resize(size_t(vocab * e.row_bytes));
+      for (int64_t r = 0; r < vocab; ++r)
+        kernels::quantize_row(*e.type, e.values.data() + r * dim,
+                              e.blocks.data() + r * e.row_bytes, dim);
+      e.values = {};
+    }
+    return {};
   }
 
   error read(llama_tensor t, int32_t layer, float* out) {
