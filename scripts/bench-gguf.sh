@@ -25,6 +25,8 @@
 # THREADS (compute threads of both servers; default every core), SINGLE, BURST, LLAMA_SLOTS,
 # FLASH, CONVEYOR_SLOTS, PYTHON (a Python with tools/fixtures/requirements.txt, for the
 # converter; default tools/venv-fixtures/bin/python), CONVEYOR_BENCH_PORT.
+# llama-bench (the same threads, no HTTP) also measures llama.cpp's prompt processing of 128
+# tokens and generation of 32 per file and round: OUT_DIR/llama-bench-QUANT-fa-FA-runR.md.
 # Results: OUT_DIR/NAME.{txt,json} per `conveyor bench` run; OUT_DIR/summary.tsv one line per
 # server start: seconds to ready, peak RSS, the single requests' mean TTFT and TPOT, the burst's
 # output tokens/s and median TTFT, TPOT and end-to-end latency.
@@ -149,6 +151,12 @@ for r in $(seq 1 "$rounds"); do
     file="$models/tinyllama-shape.$q.gguf"
     for side in $sides; do
       if [ "$side" = llama ]; then
+        # llama.cpp's own step measure, without HTTP: prompt processing of 128 tokens and
+        # generation of 32 (tokens/s), flash attention each way.
+        for fa in $flash; do
+          "$llama/bin/llama-bench" -m "$file" -t "$threads" -p 128 -n 32 -r 2 -fa "$fa" \
+            -o md >"$out/llama-bench-$q-fa-$fa-run$r.md" 2>/dev/null
+        done
         for slots in $llama_slots; do
           for fa in $flash; do
             launch "$llama/bin/llama-server" -m "$file" --port "$port" -t "$threads" \
