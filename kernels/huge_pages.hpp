@@ -18,7 +18,8 @@ class huge_page_arena {
   static constexpr size_t huge_page = size_t{2} << 20;
   static constexpr size_t piece_alignment = 64;
 
-  /// A block of at least `bytes` (rounded up to whole huge pages), advised as huge pages.
+  /// A block of at least `bytes` (rounded up to whole huge pages), advised as huge pages. It
+  /// starts zeroed, and takes memory only where it is written.
   explicit huge_page_arena(size_t bytes);
 
   /// The next `bytes` of the block, 64-byte aligned, pieces in order. Throws std::length_error
@@ -40,6 +41,7 @@ class huge_page_arena {
 
  private:
   struct free_block {
+    size_t size;  // bytes mapped
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, free_block> block_;

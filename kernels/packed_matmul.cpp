@@ -434,10 +434,9 @@ packed_matrix::packed_matrix(int64_t in, int64_t out, weight_format format,
                              huge_page_arena* arena)
     : in_(in), out_(out), panels_((out + width - 1) / width), format_(format),
       bytes_(packed_bytes(in, out, format)) {
-  // Zeroed first: the last panel's columns past `out` stay zero.
+  // Zeroed (an arena's block starts so): the last panel's columns past `out` stay zero.
   if (arena) {
     arena_data_ = arena->take(size_t(bytes_));
-    std::memset(const_cast<void*>(arena_data_), 0, size_t(bytes_));
   } else {
     own_.resize(size_t(bytes_));
   }

@@ -62,10 +62,10 @@ class llama_loops final : public llama_base {
     const size_t v_bytes = size_t(v_shape[0] * v_shape[1] * v_shape[2]) * element;
     cache_arena_ = std::make_unique<huge_page_arena>(huge_page_arena::rounded(k_bytes) +
                                                      huge_page_arena::rounded(v_bytes));
+    // Zero as the arena starts, and resident only as sequences write it: a cache sized for the
+    // whole context takes memory as the contexts grow.
     auto zeros_in_arena = [&](const std::vector<int64_t>& shape, size_t bytes) {
-      void* data = cache_arena_->take(bytes);
-      std::memset(data, 0, bytes);
-      return at::from_blob(data, shape, cache_type);
+      return at::from_blob(cache_arena_->take(bytes), shape, cache_type);
     };
     k_cache_ = zeros_in_arena(k_shape, k_bytes);
     v_cache_ = zeros_in_arena(v_shape, v_bytes);
