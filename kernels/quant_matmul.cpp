@@ -80,6 +80,7 @@ void quantize_input_block(const float* x, int64_t n, int8_t* q, float* d) {
 void quantize_inputs(quant_type type, const float* x, int64_t x_stride, int64_t m, int64_t in,
                      quantized_inputs& out) {
   const int64_t block = type == quant_type::q4_k || type == quant_type::q6_k ? 256 : 32;
+  out.m = m;
   out.in = in;
   out.block = block;
   out.q.resize(size_t(m * in));
@@ -89,16 +90,17 @@ void quantize_inputs(quant_type type, const float* x, int64_t x_stride, int64_t 
   parallel_for(m, grain_for(in * 4), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * x_stride;
-      int8_t* q = out.q.data() + r * in;
-      for (int64_t b = 0; b < in / block; ++b)
-        quantize_input_block(xr + b * block, block, q + b * block,
-                             out.d.data() + r * (in / block) + b);
-      if (block == 256)
-        for (int64_t g = 0; g < in / 16; ++g) {
-          int sum = 0;
-          for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
-          out.sums[size_t(r * (in / 16) + g)] = int16_t(sum);
-        }
+      for (int64_t b = 0; b < in / block; ++b) {
+        const int64_t slot = out.slot(r, b);
+        int8_t* q = out.q.data() + slot * block;
+        quantize_input_block(xr + b * block, block, q, out.d.data() + slot);
+        if (block == 256)
+          for (int g = 0; g < 16; ++g) {
+            int sum = 0;
+            for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
+            out.sums[size_t(slot * 16 + g)] = int16_t(sum);
+          }
+      }
     }
   });
 }
@@ -123,29 +125,30 @@ void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
 
 // One weight row times one input row, block after block.
 float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int64_t r) {
-  const int64_t in = a.in, blocks = in / a.block;
-  const int8_t* x = a.q.data() + r * in;
-  const float* xd = a.d.data() + r * blocks;
+  const int64_t blocks = a.in / a.block;
   float acc = 0.0f;
   switch (type) {
     case quant_type::q8_0:
-      for (int64_t b = 0; b < blocks; ++b, w += 34, x += 32) {
+      for (int64_t b = 0; b < blocks; ++b, w += 34) {
+        const int8_t* x = a.q_at(r, b);
         int32_t sum = 0;
         for (int i = 0; i < 32; ++i) sum += int8_t(w[2 + i]) * x[i];
-        acc += float(sum) * (from_f16(read_u16(w)) * xd[b]);
+        acc += float(sum) * (from_f16(read_u16(w)) * a.d_at(r, b));
       }
       break;
     case quant_type::q4_0:
-      for (int64_t b = 0; b < blocks; ++b, w += 18, x += 32) {
+      for (int64_t b = 0; b < blocks; ++b, w += 18) {
+        const int8_t* x = a.q_at(r, b);
         int32_t sum = 0;
         for (int i = 0; i < 16; ++i)
           sum += ((w[2 + i] & 0xF) - 8) * x[i] + ((w[2 + i] >> 4) - 8) * x[i + 16];
-        acc += float(sum) * (from_f16(read_u16(w)) * xd[b]);
+        acc += float(sum) * (from_f16(read_u16(w)) * a.d_at(r, b));
       }
       break;
-    case quant_type::q4_k: {
-      const int16_t* sums = a.sums.data() + r * (in / 16);
-      for (int64_t b = 0; b < blocks; ++b, w += 144, x += 256, sums += 16) {
+    case quant_type::q4_k:
+      for (int64_t b = 0; b < blocks; ++b, w += 144) {
+        const int8_t* x = a.q_at(r, b);
+        const int16_t* sums = a.sums_at(r, b);
         const float d = from_f16(read_u16(w)), dmin = from_f16(read_u16(w + 2));
         const uint8_t* q = w + 16;
         int32_t isum = 0, msum = 0;
@@ -159,13 +162,13 @@ float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int6
           isum += sc * dot;
           msum += m * (sums[2 * s] + sums[2 * s + 1]);
         }
-        acc += float(isum) * (d * xd[b]);
-        acc -= float(msum) * (dmin * xd[b]);
+        acc += float(isum) * (d * a.d_at(r, b));
+        acc -= float(msum) * (dmin * a.d_at(r, b));
       }
       break;
-    }
     case quant_type::q6_k:
-      for (int64_t b = 0; b < blocks; ++b, w += 210, x += 256) {
+      for (int64_t b = 0; b < blocks; ++b, w += 210) {
+        const int8_t* x = a.q_at(r, b);
         const uint8_t* ql = w;
         const uint8_t* qh = w + 128;
         const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
@@ -184,7 +187,7 @@ float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int6
               }
               isum += sc[g] * dot;
             }
-        acc += float(isum) * (from_f16(read_u16(w + 208)) * xd[b]);
+        acc += float(isum) * (from_f16(read_u16(w + 208)) * a.d_at(r, b));
       }
       break;
   }

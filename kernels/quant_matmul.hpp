@@ -22,7 +22,7 @@ enum class quant_isa : uint8_t {
   scalar,       ///< plain C++: every processor
   avx2,         ///< vpmaddubsw + vpmaddwd (AVX2, FMA, F16C)
   avx_vnni,     ///< vpdpbusd / vpdpwssd on 256 bits (AVX-VNNI: Alder Lake, Zen 5)
-  avx512_vnni,  ///< vpdpbusd / vpdpwssd on 256 bits with AVX-512 VL (Ice Lake, Zen 4)
+  avx512_vnni,  ///< vpdpbusd / vpdpwssd with AVX-512 VL (Ice Lake, Zen 4); Q6_K on 512 bits
 };
 
 /// The name of `isa`: "scalar", "avx2", "avx-vnni", "avx512-vnni".

@@ -19,13 +19,36 @@ namespace conveyor::kernels {
 
 /// Input rows quantized per block of `block` numbers (32 for Q8_0 and Q4_0 weights, 256 for the
 /// K-quants): q = round(x / d), |q| <= 127, d = max |x| / 127 in float32; for blocks of 256 also
-/// the sum of each 16 q.
+/// the sum of each 16 q. Rows are stored in groups of `group_rows` (the last group may have
+/// fewer): block b of each row of a group, row after row, then block b + 1, so that a kernel
+/// finds a tile of rows at fixed offsets from one pointer.
 struct quantized_inputs {
+  static constexpr int64_t group_rows = 8;
+
+  int64_t m = 0;
   int64_t in = 0;
   int64_t block = 32;
-  std::vector<int8_t> q;      ///< [m, in]
-  std::vector<float> d;       ///< [m, in / block]
-  std::vector<int16_t> sums;  ///< [m, in / 16] for blocks of 256
+  std::vector<int8_t> q;      ///< m * in
+  std::vector<float> d;       ///< m * in / block
+  std::vector<int16_t> sums;  ///< m * in / 16 for blocks of 256
+
+  /// Rows in the group of row r.
+  int64_t rows_in_group(int64_t r) const {
+    const int64_t first = r / group_rows * group_rows;
+    return m - first < group_rows ? m - first : group_rows;
+  }
+
+  /// Where block b of row r is, counted in blocks.
+  int64_t slot(int64_t r, int64_t b) const {
+    const int64_t first = r / group_rows * group_rows;
+    return first * (in / block) + b * rows_in_group(r) + (r - first);
+  }
+
+  const int8_t* q_at(int64_t r, int64_t b) const { return q.data() + slot(r, b) * block; }
+  float d_at(int64_t r, int64_t b) const { return d[size_t(slot(r, b))]; }
+  const int16_t* sums_at(int64_t r, int64_t b) const {
+    return sums.data() + slot(r, b) * (block / 16);
+  }
 };
 
 /// Rows [0, m) of x (`in` numbers each, rows `x_stride` apart) quantized for weights of `type`.

@@ -236,17 +236,17 @@ TEST(QuantMatmul, InputsRoundHalfAwayFromZeroAsRoundf) {
         float amax = 0.0f;
         for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        ASSERT_EQ(a.d[size_t(r * (in / block) + b)], d);
+        ASSERT_EQ(a.d_at(r, b), d);
         for (int64_t i = 0; i < block; ++i)
-          ASSERT_EQ(a.q[size_t(r * in + b * block + i)], int8_t(std::roundf(xb[i] * id)))
+          ASSERT_EQ(a.q_at(r, b)[i], int8_t(std::roundf(xb[i] * id)))
               << "row " << r << " number " << b * block + i << ": " << xb[i];
       }
     if (type == quant_type::q6_k)
       for (int64_t r = 0; r < m; ++r)
         for (int64_t g = 0; g < in / 16; ++g) {
           int sum = 0;
-          for (int i = 0; i < 16; ++i) sum += a.q[size_t(r * in + g * 16 + i)];
-          ASSERT_EQ(a.sums[size_t(r * (in / 16) + g)], sum);
+          for (int i = 0; i < 16; ++i) sum += a.q_at(r, g / 16)[g % 16 * 16 + i];
+          ASSERT_EQ(a.sums_at(r, g / 16)[g % 16], sum);
         }
   }
 }
