@@ -110,12 +110,15 @@ TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
   EXPECT_NE(budget.find("KV cache 51 blocks x 32 tokens, 1 MiB"), std::string::npos)
       << budget << "\n"
       << log;
-  auto bf16 = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16"}, log);
+  auto bf16 = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set",
+                              "model.bf16_inputs=false"},
+                             log);
   EXPECT_NE(bf16.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
             std::string::npos)
       << bf16 << "\n" << log;
   auto bf16_f32_cache = model_of_serve(
-      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.kv_cache_dtype=f32"},
+      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.kv_cache_dtype=f32",
+       "--set", "model.bf16_inputs=false"},
       log);
   EXPECT_NE(bf16_f32_cache.find("(plain loops, bf16 weights, f32 activations and KV cache)"),
             std::string::npos)

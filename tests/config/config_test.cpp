@@ -420,7 +420,8 @@ INSTANTIATE_TEST_SUITE_P(
         bad_value{"[model]\nseed = -1\n",
                   "conveyor.toml:2: model.seed: must be at least 0, got -1"},
         bad_value{"[model]\ndtype = \"f16\"\n",
-                  "conveyor.toml:2: model.dtype: must be 'auto', 'f32' or 'bf16', got 'f16'"},
+                  "conveyor.toml:2: model.dtype: must be 'auto', 'f32', 'bf16', 'q8_0' or 'q4_0', "
+                  "got 'f16'"},
         bad_value{"[model]\nkv_cache_dtype = \"fp8\"\n",
                   "conveyor.toml:2: model.kv_cache_dtype: must be 'auto', 'f32' or 'bf16', got "
                   "'fp8'"},
