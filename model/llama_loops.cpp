@@ -35,7 +35,7 @@ class llama_loops final : public llama_base {
   llama_loops(const llama_source& source, llama_matrices matrices, const runtime_options& opt,
               int32_t context)
       : llama_base(source.shape(), source.synthetic(), source.end_ids(), opt, context,
-                   implementation(opt)),
+                   implementation(opt, matrices)),
         matrices_(std::move(matrices)),
         bf16_cache_(kv_dtype_of(opt) == compute_dtype::bf16) {
     c10::InferenceMode guard;
@@ -124,9 +124,17 @@ class llama_loops final : public llama_base {
 
  private:
   // The network's name in describe(): which numbers are bf16.
-  static std::string implementation(const runtime_options& opt) {
+  static std::string implementation(const runtime_options& opt, const llama_matrices& m) {
     const bool weights = opt.dtype == compute_dtype::bf16;
     const bool cache = kv_dtype_of(opt) == compute_dtype::bf16;
+    const auto quantized = m.quantized_types();
+    if (!quantized.empty()) {
+      std::string types;
+      for (const auto& t : quantized) types += (types.empty() ? "" : " and ") + t;
+      return "plain loops, " + types + " weights with 8-bit product inputs (" +
+             quant_isa_name(quantized_matrix::isa()) + "), " + (cache ? "bf16" : "f32") +
+             " KV cache, f32 activations";
+    }
     if (weights && opt.bf16_inputs)
       return std::string{"plain loops, bf16 weights and product inputs ("} +
              (packed_matrix::bf16_dot_instruction() ? "AVX-512 BF16" : "vector code") + "), " +

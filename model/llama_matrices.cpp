@@ -1,6 +1,7 @@
 // Building the plain-loop network's weights from a source.
 #include "model/llama_matrices.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -254,6 +255,19 @@ void weight_product::multiply(const float* x, int64_t x_stride, int64_t m, float
                      accumulate);
         },
         p.matrix);
+}
+
+std::vector<std::string> llama_matrices::quantized_types() const {
+  std::vector<std::string> out;
+  auto add = [&](const weight_product& p) {
+    for (const auto& f : p.formats())
+      if (f != "f32" && f != "bf16" && std::find(out.begin(), out.end(), f) == out.end())
+        out.push_back(f);
+  };
+  for (const auto& l : layers)
+    for (const auto* p : {&l.wqkv, &l.wo, &l.w13, &l.w2}) add(*p);
+  add(classifier);
+  return out;
 }
 
 void embedding_rows::row(int64_t id, float* out) const {

@@ -75,6 +75,9 @@ struct llama_matrices {
   std::vector<float> rms_final;
   /// Where the packed matrices keep their numbers.
   std::unique_ptr<kernels::huge_page_arena> arena;
+
+  /// The quantized types of the matrices ("Q4_K", "Q6_K"), each once, in the order met.
+  std::vector<std::string> quantized_types() const;
 };
 
 /// How the matrices are kept.

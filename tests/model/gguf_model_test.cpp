@@ -209,3 +209,64 @@ TEST(gguf_quantize_at_load, the_f32_file_quantized_to_q8_0_equals_llama_cpps_q8_
   const auto c = test::run(**plain, ref.prompts, 16, true, &ref.generated);
   EXPECT_NE(a.logits[0][0], c.logits[0][0]);
 }
+
+// -- what the loader refuses (tests/fixtures/gguf_bad_models, written by the gguf package) --------
+
+namespace {
+
+std::string bad_model(const std::string& name) {
+  return test::source_path("tests/fixtures/gguf_bad_models/" + name);
+}
+
+std::string info_error(const std::string& name) {
+  auto info = read_gguf_info(bad_model(name));
+  if (info) return "(read)";
+  return message_of(info.error());
+}
+
+}  // namespace
+
+TEST(gguf_model_info, reads_the_shape_end_ids_and_main_type_of_a_file) {
+  auto good = read_gguf_info(bad_model("good.gguf"));
+  ASSERT_TRUE(good) << message_of(good.error());
+  EXPECT_EQ(good->kind, model_kind::gguf);
+  EXPECT_EQ(good->name, "good");
+  EXPECT_EQ(good->shape.dim, 32);
+  EXPECT_EQ(good->shape.n_kv_heads, 2);
+  EXPECT_FALSE(good->shape.shared_classifier);
+  EXPECT_EQ(good->weights_dtype, "F32");
+  EXPECT_EQ(good->tokenizer, bad_model("good.gguf"));
+  auto q4k = read_gguf_info(fixture("llama3_q4k.Q4_K_M.gguf"));
+  ASSERT_TRUE(q4k);
+  EXPECT_EQ(q4k->weights_dtype, "Q4_K");
+  EXPECT_TRUE(q4k->shape.shared_classifier);
+  EXPECT_EQ(q4k->shape.rope_factors.size(), size_t(q4k->shape.head_size() / 2));
+  EXPECT_TRUE(is_gguf_file(fixture("llama3_q4k.Q4_K_M.gguf")));
+  EXPECT_FALSE(is_gguf_file(test::stories_model()));
+}
+
+TEST(gguf_model_info, refusals_name_the_file_and_what_is_wrong) {
+  const std::string dir = bad_model("");
+  EXPECT_EQ(info_error("arch_gpt2.gguf"),
+            dir + "arch_gpt2.gguf: key 'general.architecture' is 'gpt2'; Conveyor serves llama, "
+                  "qwen2");
+  EXPECT_NE(info_error("no_block_count.gguf").find("llama.block_count"), std::string::npos)
+      << info_error("no_block_count.gguf");
+  EXPECT_EQ(info_error("q5_1_tensor.gguf"),
+            dir + "q5_1_tensor.gguf: tensor 'blk.0.ffn_up.weight' has type Q5_1, which Conveyor "
+                  "does not read (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  EXPECT_EQ(info_error("wrong_dims.gguf"),
+            dir + "wrong_dims.gguf: tensor 'blk.0.attn_k.weight' has dims [32, 32] but the "
+                  "metadata implies [32, 16]");
+  EXPECT_EQ(info_error("no_ffn_up.gguf"),
+            dir + "no_ffn_up.gguf: no tensor 'blk.0.ffn_up.weight' (the metadata's architecture "
+                  "needs it)");
+  EXPECT_EQ(info_error("linear_rope.gguf"),
+            dir + "linear_rope.gguf: key 'llama.rope.scaling.type' is 'linear'; Conveyor reads "
+                  "no rotary scaling but Llama 3's (the rope_freqs tensor)");
+  // load_model refuses the same way.
+  runtime_options opt;
+  auto m = load_model(bad_model("q5_1_tensor.gguf"), opt);
+  ASSERT_FALSE(m);
+  EXPECT_NE(message_of(m.error()).find("has type Q5_1"), std::string::npos);
+}
