@@ -422,11 +422,11 @@ packed_matrix packed_matrix::from_rows(const float* rows, int64_t in, int64_t ou
                                        int64_t row_stride, const float* scale,
                                        weight_format format, huge_page_arena* arena) {
   packed_matrix p(in, out, format, arena);
-  // Sixteen inputs of each of a panel's rows at a time: whole cache lines of the source.
+  // A whole source row (one of W's columns) at a time: read in order, written into the panel.
   if (scale != nullptr)
-    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i] * scale[i]; }, 16);
+    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i] * scale[i]; }, in);
   else
-    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i]; }, 16);
+    p.pack([&](int64_t i, int64_t c) { return rows[c * row_stride + i]; }, in);
   return p;
 }
 
