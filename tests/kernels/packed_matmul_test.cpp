@@ -214,3 +214,33 @@ TEST(packed_matmul, packed_into_an_arena_gives_the_same_bits_as_its_own_memory) 
     EXPECT_EQ(a, b) << "format " << int(f);
   }
 }
+
+// A matrix given as its rows (W^T, as checkpoints keep it) with a scale per input row folded in
+// packs the very bytes of W with each row i scaled by scale[i], in every format; into an arena
+// too, whose zeroed block the packing relies on for a partial last panel.
+TEST(packed_matmul, from_rows_packs_the_transposed_matrix_with_its_rows_scaled) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t in = 77, out = 101, stride = in + 3;
+  std::vector<float> rows(static_cast<size_t>(out * stride));
+  std::vector<float> scale(static_cast<size_t>(in)), w(static_cast<size_t>(in * out));
+  for (auto* v : {&rows, &scale})
+    for (auto& e : *v) e = u(rng);
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t c = 0; c < out; ++c) w[size_t(i * out + c)] = rows[size_t(c * stride + i)] * scale[size_t(i)];
+  for (auto f : {weight_format::f32, weight_format::bf16, weight_format::bf16_dot}) {
+    huge_page_arena arena(size_t(packed_matrix::packed_bytes(in, out, f)));
+    const packed_matrix want(w.data(), in, out, out, f);
+    const auto got = packed_matrix::from_rows(rows.data(), in, out, stride, scale.data(), f,
+                                              &arena);
+    ASSERT_EQ(got.bytes(), want.bytes());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(want.bytes())), 0) << int(f);
+  }
+  // Without a scale, W^T's numbers as they are.
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t c = 0; c < out; ++c) w[size_t(i * out + c)] = rows[size_t(c * stride + i)];
+  const packed_matrix want(w.data(), in, out, out, weight_format::f32);
+  const auto got = packed_matrix::from_rows(rows.data(), in, out, stride, nullptr,
+                                            weight_format::f32);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(want.bytes())), 0);
+}
