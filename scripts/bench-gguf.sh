@@ -21,6 +21,9 @@
 # llama-server runs with LLAMA_SLOTS parallel slots (default "8 16") and flash attention
 # on and off (FLASH, default "on off"); Conveyor with CONVEYOR_SLOTS slots (default 32).
 #
+# Conveyor runs once per entry of CONVEYOR_VARIANTS (default "default"): NAME or
+# NAME:KEY=VALUE,KEY=VALUE, each pair a --set of its start (e.g. "default
+# f32:model.dtype=f32 bf16-f32-inputs:model.dtype=bf16,model.bf16_inputs=false").
 # Knobs (environment): SIDES ("llama conveyor": which servers), QUANTS ("bf16 q8_0 q4_k_m"),
 # THREADS (compute threads of both servers; default every core), SINGLE, BURST, LLAMA_SLOTS,
 # FLASH, CONVEYOR_SLOTS, PYTHON (a Python with tools/fixtures/requirements.txt, for the
@@ -46,6 +49,7 @@ burst=${BURST:-32}
 llama_slots=${LLAMA_SLOTS:-8 16}
 flash=${FLASH:-on off}
 conveyor_slots=${CONVEYOR_SLOTS:-32}
+conveyor_variants=${CONVEYOR_VARIANTS:-default}
 python=${PYTHON:-tools/venv-fixtures/bin/python}
 models=${CONVEYOR_BENCH_GGUF:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor/bench-gguf}
 
@@ -168,13 +172,20 @@ for r in $(seq 1 "$rounds"); do
         done
       else
         for slots in $conveyor_slots; do
-          t0=$(now)
-          serve "$build" --model "$file" --threads "$threads" --set executors=cpu \
-            --set "executors[0].slots=$slots" --set "batcher.max_num_seqs=$slots"
-          started=$(since "$t0")
-          measure "conveyor-$q-slots$slots-run$r"
-          stop
-          pid=
+          for variant in $conveyor_variants; do
+            sets=()
+            if [[ $variant == *:* ]]; then
+              IFS=, read -ra pairs <<<"${variant#*:}"
+              for p in "${pairs[@]}"; do sets+=(--set "$p"); done
+            fi
+            t0=$(now)
+            serve "$build" --model "$file" --threads "$threads" --set executors=cpu \
+              --set "executors[0].slots=$slots" --set "batcher.max_num_seqs=$slots" "${sets[@]}"
+            started=$(since "$t0")
+            measure "conveyor-$q-slots$slots-${variant%%:*}-run$r"
+            stop
+            pid=
+          done
         done
       fi
     done
