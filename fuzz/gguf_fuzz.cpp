@@ -1,12 +1,18 @@
 // Fuzz target: a GGUF file (header, typed metadata, tensor descriptions, aligned data). Arbitrary
 // bytes either open, and then every value reads back, every tensor lies inside the file where its
-// description says and every byte of it can be read, or give an error naming the file.
+// description says and every byte of it can be read, or give an error naming the file. A file
+// that opens then goes through what reads it after the reader: its tokenizer (read, built and,
+// when built, run on a short text whose ids must be in the vocabulary) and
+// the model's description (read_gguf_info); each either succeeds or gives an error naming the
+// file.
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "fuzz/fuzz_support.hpp"
 #include "gguf/gguf_file.hpp"
+#include "model/gguf_model.hpp"
+#include "tokenizers/gguf_tokenizer.hpp"
 
 namespace {
 
@@ -22,6 +28,30 @@ size_t touch(const conveyor::gguf::value& v) {
   if (auto i = v.ints()) n += i->size();
   for (size_t i = 0; i < v.size(); ++i) n += touch(v.at(i));
   return n;
+}
+
+// Aborts unless `message` opens with "PATH: " (every error names the file).
+void require_named(const std::string& message, const std::string& path) {
+  if (message.rfind(path + ": ", 0) != 0) std::abort();
+}
+
+// The tokenizer of the file: read, built, and run on a short text with and without its special
+// tokens; the ids lie in the vocabulary and their bytes can be read.
+void tokenize(const conveyor::gguf::gguf_file& file) {
+  using namespace conveyor;
+  auto vocab = tokenizers::read_gguf_vocabulary(file);
+  if (!vocab) return require_named(message_of(vocab.error()), file.path());
+  (void)tokenizers::gguf_tokenizer_config(*vocab);
+  auto tok = tokenizers::make_gguf_tokenizer(*vocab, file.path());
+  if (!tok) return require_named(message_of(tok.error()), file.path());
+  for (bool special : {false, true}) {
+    auto ids = (*tok)->encode("Once upon a time, \xc3\xa9t\xc3\xa9 <s> 12", special);
+    if (!ids) continue;  // a text the tokenizer cannot finish is refused, not a finding
+    for (const int32_t id : *ids) {
+      if (id < 0 || id >= (*tok)->vocab_size()) std::abort();
+      (void)(*tok)->token_bytes(id);
+    }
+  }
 }
 
 }  // namespace
@@ -60,5 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (sum != 0) std::abort();
   (void)seen;
+  tokenize(file);
+  auto info = model::read_gguf_info(path);
+  if (!info) require_named(message_of(info.error()), path);
   return 0;
 }

@@ -72,12 +72,17 @@ write(d, "mixed.safetensors", safetensors([
     ("empty", "F32", [0], b""),
 ]))
 
-# -- gguf: the reader's test files (written by the gguf package) and a bare header ---------------
+# -- gguf: the reader's test files (written by the gguf package), a bare header, two vocabularies
 d = target("gguf")
 for name in ("metadata", "tensors", "nested_deep"):
     with open(os.path.join(ROOT, "tests", "fixtures", "gguf", name + ".gguf"), "rb") as f:
         write(d, name + ".gguf", f.read())
 write(d, "empty.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+# Vocabularies written by llama.cpp's converter, one of each tokenizer model ("llama" SentencePiece,
+# "gpt2" byte-level with a pre-tokenizer and chat templates): the target runs their tokenizers.
+for name in ("llama_spm", "qwen2"):
+    with open(os.path.join(ROOT, "tests", "fixtures", "gguf_tokenizers", name + ".gguf"), "rb") as f:
+        write(d, "vocabulary_" + name + ".gguf", f.read())
 
 # -- tokenizer_json: the test fixtures cut down to a few hundred tokens --------------------------
 d = target("tokenizer_json")

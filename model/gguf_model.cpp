@@ -220,10 +220,12 @@ expected<std::shared_ptr<const gguf_file>> open_file(const std::string& path) {
 }  // namespace
 
 bool is_gguf_file(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) return false;
+  // A file named .gguf is one whatever it holds: the GGUF reader says what is wrong with it.
+  if (std::filesystem::path{path}.extension() == ".gguf") return true;
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0 &&
-         std::filesystem::is_regular_file(path);
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 expected<model_info> read_gguf_info(const std::string& path) {

@@ -18,7 +18,8 @@ inline constexpr const char* supported_gguf_architectures = "llama, qwen2";
 /// The tensor types a GGUF model may keep its weights in.
 inline constexpr const char* supported_gguf_types = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K";
 
-/// Whether `path` is a GGUF file (a regular file starting with the magic "GGUF").
+/// Whether `path` is to be read as a GGUF file: a regular file named *.gguf or starting with the
+/// magic "GGUF".
 bool is_gguf_file(const std::string& path);
 
 /// Reads a GGUF file's metadata and tensor descriptions: the model's shape, end ids, name (the
