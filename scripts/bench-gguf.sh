@@ -29,7 +29,8 @@
 # FLASH, CONVEYOR_SLOTS, PYTHON (a Python with tools/fixtures/requirements.txt, for the
 # converter; default tools/venv-fixtures/bin/python), CONVEYOR_BENCH_PORT.
 # llama-bench (the same threads, no HTTP) also measures llama.cpp's prompt processing of 128
-# tokens and generation of 32 per file and round: OUT_DIR/llama-bench-QUANT-fa-FA-runR.md.
+# tokens and generation of 32 per file and round: OUT_DIR/llama-bench-QUANT-fa-FA-runR.md
+# (LLAMA_BENCH=0 leaves it out).
 # Results: OUT_DIR/NAME.{txt,json} per `conveyor bench` run; OUT_DIR/summary.tsv one line per
 # server start: seconds to ready, peak RSS, the single requests' mean TTFT and TPOT, the burst's
 # output tokens/s and median TTFT, TPOT and end-to-end latency.
@@ -50,6 +51,7 @@ llama_slots=${LLAMA_SLOTS:-8 16}
 flash=${FLASH:-on off}
 conveyor_slots=${CONVEYOR_SLOTS:-32}
 conveyor_variants=${CONVEYOR_VARIANTS:-default}
+llama_bench=${LLAMA_BENCH:-1}
 python=${PYTHON:-tools/venv-fixtures/bin/python}
 models=${CONVEYOR_BENCH_GGUF:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor/bench-gguf}
 
@@ -158,6 +160,7 @@ for r in $(seq 1 "$rounds"); do
         # llama.cpp's own step measure, without HTTP: prompt processing of 128 tokens and
         # generation of 32 (tokens/s), flash attention each way.
         for fa in $flash; do
+          [ "$llama_bench" = 1 ] || continue
           "$llama/bin/llama-bench" -m "$file" -t "$threads" -p 128 -n 32 -r 2 -fa "$fa" \
             -o md >"$out/llama-bench-$q-fa-$fa-run$r.md" 2>/dev/null
         done
