@@ -9,11 +9,11 @@
 #include <fstream>
 #include <map>
 
-#include "common/memory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/quant_blocks.hpp"
 #include "model/hf_weights.hpp"
+#include "model/load_report.hpp"
 
 namespace conveyor::model {
 
@@ -343,18 +343,14 @@ expected<std::unique_ptr<causal_lm>> load_gguf_model(const std::string& path,
   auto model = make_llama(**source, options);
   if (!model) return model.error();
   const auto done = std::chrono::steady_clock::now();
-  using ms = std::chrono::milliseconds;
   if (summary != nullptr) {
     char line[200];
     std::snprintf(line, sizeof(line), "%lld parameters, %.1f MiB, most in %s",
                   static_cast<long long>(info->shape.parameter_count()),
                   double(std::filesystem::file_size(path)) / (1024.0 * 1024.0),
                   info->weights_dtype.c_str());
-    *summary = "loaded " + path + " (" + info->architecture + "): " + line + "; opened in " +
-               std::to_string(std::chrono::duration_cast<ms>(opened - start).count()) +
-               " ms, read and packed in " +
-               std::to_string(std::chrono::duration_cast<ms>(done - opened).count()) +
-               " ms; peak resident memory " + std::to_string(peak_resident_bytes() >> 20) + " MiB";
+    *summary = "loaded " + path + " (" + info->architecture + "): " + line + "; " +
+               load_report(start, opened, done);
   }
   return model;
 }

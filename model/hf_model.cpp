@@ -6,8 +6,8 @@
 
 #include "model/causal_lm.hpp"
 #include "model/hf_weights.hpp"
+#include "model/load_report.hpp"
 #include "model/model_info.hpp"
-#include "common/memory.hpp"
 
 namespace conveyor::model {
 
@@ -26,18 +26,14 @@ expected<std::unique_ptr<causal_lm>> load_hf_model(const std::string& dir,
   auto model = make_llama(**source, options);
   if (!model) return model.error();
   const auto done = std::chrono::steady_clock::now();
-  using ms = std::chrono::milliseconds;
   if (summary != nullptr) {
     char line[160];
     std::snprintf(line, sizeof(line), "%lld parameters, %.1f MiB of %s",
                   static_cast<long long>(info->shape.parameter_count()),
                   double(stats.file_bytes) / (1024.0 * 1024.0), stats.dtype.c_str());
     *summary = "loaded " + dir + " (" + info->architecture + "): " + line + " in " + stats.where +
-               ", computing in " + dtype_name(options.dtype) + "; opened in " +
-               std::to_string(std::chrono::duration_cast<ms>(read - start).count()) +
-               " ms, read and packed in " +
-               std::to_string(std::chrono::duration_cast<ms>(done - read).count()) +
-               " ms; peak resident memory " + std::to_string(peak_resident_bytes() >> 20) + " MiB";
+               ", computing in " + dtype_name(options.dtype) + "; " +
+               load_report(start, read, done);
   }
   return model;
 }
