@@ -3,6 +3,7 @@
 #include "kernels/quant_matmul.hpp"
 #include "kernels/huge_pages.hpp"
 #include "kernels/parallel_grain.hpp"
+#include "kernels/quant_interleave.hpp"
 #include "kernels/quant_matmul_kernels.hpp"
 #include "kernels/work_pool.hpp"
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace conveyor::kernels {
 
@@ -113,16 +115,6 @@ uint16_t read_u16(const uint8_t* p) {
   return uint16_t(p[0] | (p[1] << 8));
 }
 
-void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // One weight row times one input row, block after block.
 float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int64_t r) {
   const int64_t blocks = a.in / a.block;
@@ -146,52 +138,66 @@ float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int6
       }
       break;
     case quant_type::q4_k:
-      for (int64_t b = 0; b < blocks; ++b, w += 144) {
-        const int8_t* x = a.q_at(r, b);
-        const int16_t* sums = a.sums_at(r, b);
-        const float d = from_f16(read_u16(w)), dmin = from_f16(read_u16(w + 2));
-        const uint8_t* q = w + 16;
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 8; ++s) {
-          int sc, m;
-          scale_min_k4(s, w + 4, sc, m);
-          const uint8_t* qs = q + 32 * (s / 2);
-          const int shift = 4 * (s % 2);
-          int32_t dot = 0;
-          for (int l = 0; l < 32; ++l) dot += ((qs[l] >> shift) & 0xF) * x[32 * s + l];
-          isum += sc * dot;
-          msum += m * (sums[2 * s] + sums[2 * s + 1]);
-        }
-        acc += float(isum) * (d * a.d_at(r, b));
-        acc -= float(msum) * (dmin * a.d_at(r, b));
-      }
-      break;
     case quant_type::q6_k:
-      for (int64_t b = 0; b < blocks; ++b, w += 210) {
-        const int8_t* x = a.q_at(r, b);
-        const uint8_t* ql = w;
-        const uint8_t* qh = w + 128;
-        const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
-        int32_t isum = 0;
-        for (int n = 0; n < 2; ++n)
-          for (int k = 0; k < 4; ++k)
-            for (int half = 0; half < 2; ++half) {
-              const int g = 8 * n + 2 * k + half;
-              int32_t dot = 0;
-              for (int l = 16 * half; l < 16 * half + 16; ++l) {
-                const uint8_t low = ql[64 * n + l + 32 * (k % 2)];
-                const int q =
-                    ((k < 2 ? low & 0xF : low >> 4) | (((qh[32 * n + l] >> (2 * k)) & 3) << 4)) -
-                    32;
-                dot += q * x[128 * n + 32 * k + l];
-              }
-              isum += sc[g] * dot;
-            }
-        acc += float(isum) * (from_f16(read_u16(w + 208)) * a.d_at(r, b));
-      }
-      break;
+      break;  // interleaved: multiply_interleaved
   }
   return acc;
+}
+
+// Rows [first, last) of interleaved Q4_K or Q6_K weights: each block of a weight row read once
+// and multiplied with every input row; the same operations per (input row, weight row) as the
+// vector kernels, so the same bits.
+void multiply_interleaved(quant_type type, const uint8_t* w, int64_t row_bytes, int64_t first,
+                          int64_t last, const quantized_inputs& a, int64_t r0, int64_t rows,
+                          float* y, int64_t y_stride, const float* bias, bool accumulate) {
+  const int64_t blocks = a.in / a.block;
+  const int64_t block_bytes = row_bytes / blocks * interleaved_rows;
+  std::vector<float> acc(static_cast<size_t>(rows));
+  uint8_t q[256], scales[8], mins[8];
+  int8_t scales6[16];
+  for (int64_t o = first; o < last; ++o) {
+    const int c = int(o % interleaved_rows);
+    const uint8_t* group = w + (o - c) * row_bytes;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = group + b * block_bytes;
+      float d = 0.0f, dmin = 0.0f;
+      if (type == quant_type::q4_k)
+        read_interleaved_q4_k(block, c, q, scales, mins, d, dmin);
+      else
+        read_interleaved_q6_k(block, c, q, scales6, d);
+      for (int64_t r = r0; r < r0 + rows; ++r) {
+        const int8_t* x = a.q_at(r, b);
+        const int16_t* sums = a.sums_at(r, b);
+        const float xd = a.d_at(r, b);
+        float& out = acc[size_t(r - r0)];
+        if (type == quant_type::q4_k) {
+          int32_t isum = 0, msum = 0;
+          for (int j = 0; j < 8; ++j) {
+            int32_t dot = 0;
+            for (int l = 0; l < 32; ++l) dot += q[32 * j + l] * x[32 * j + l];
+            isum += scales[j] * dot;
+            msum += mins[j] * (sums[2 * j] + sums[2 * j + 1]);
+          }
+          out = std::fma(float(isum), d * xd, out);
+          out = std::fma(-float(msum), dmin * xd, out);
+        } else {
+          int32_t isum = 0;
+          for (int g = 0; g < 16; ++g) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; ++l) dot += (q[16 * g + l] - 32) * x[16 * g + l];
+            isum += scales6[g] * dot;
+          }
+          out = std::fma(float(isum), d * xd, out);
+        }
+      }
+    }
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      const float dot = acc[size_t(r - r0)];
+      float& out = y[r * y_stride + o];
+      out = accumulate ? out + dot : bias != nullptr ? dot + bias[o] : dot;
+    }
+  }
 }
 
 }  // namespace
@@ -199,6 +205,11 @@ float dot_row(quant_type type, const uint8_t* w, const quantized_inputs& a, int6
 void multiply_rows(quant_type type, const uint8_t* w, int64_t row_bytes, int64_t first,
                    int64_t last, const quantized_inputs& a, int64_t r0, int64_t rows, float* y,
                    int64_t y_stride, const float* bias, bool accumulate) {
+  if (interleaved(type)) {
+    multiply_interleaved(type, w, row_bytes, first, last, a, r0, rows, y, y_stride, bias,
+                         accumulate);
+    return;
+  }
   for (int64_t o = first; o < last; ++o)
     for (int64_t r = r0; r < r0 + rows; ++r) {
       const float dot = dot_row(type, w + o * row_bytes, a, r);
@@ -240,6 +251,7 @@ void quantized_matrix::limit_isa(quant_isa highest) {
 }
 
 int64_t quantized_matrix::packed_bytes(quant_type type, int64_t in, int64_t out) {
+  if (interleaved(type)) out = (out + interleaved_rows - 1) / interleaved_rows * interleaved_rows;
   return in / quant_block_elements(type) * quant_block_bytes(type) * out;
 }
 
@@ -259,7 +271,11 @@ quantized_matrix::quantized_matrix(quant_type type, const void* rows, int64_t in
     own_.resize(size_t(bytes_));
     storage = own_.data();
   }
-  std::memcpy(storage, rows, size_t(bytes_));
+  if (interleaved(type))
+    interleave_rows(type, static_cast<const uint8_t*>(rows), in / quant_block_elements(type), out,
+                    static_cast<uint8_t*>(storage));
+  else
+    std::memcpy(storage, rows, size_t(bytes_));
 }
 
 void quantized_matrix::multiply(const float* x, int64_t x_stride, int64_t m, float* y,

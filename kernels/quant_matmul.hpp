@@ -2,8 +2,8 @@
 // llama.cpp's CPU backend computes it: each row of the input is quantized per block to 8 bits
 // (blocks of 32 with a float scale for Q8_0 and Q4_0 weights, blocks of 256 with sums per 16 for
 // the K-quants), the weights' 4-, 6- and 8-bit numbers are multiplied with those in integers
-// (exact), and each block's integer sum is scaled in float32. The weights stay in ggml's blocks,
-// so a decode step reads 4.5 (Q4_0, Q4_K), 6.6 (Q6_K) or 8.5 (Q8_0) bits per weight instead of 16.
+// (exact), and each block's integer sum is scaled in float32. The weights stay in ggml's blocks
+// (Q4_K and Q6_K: 8 rows' blocks interleaved, the same bytes), so a decode step reads 4.5 (Q4_0, Q4_K), 6.6 (Q6_K) or 8.5 (Q8_0) bits per weight instead of 16.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,8 @@ class huge_page_arena;
 
 /// The instruction sets the products can run on, lowest first. Every one computes the same
 /// integer sums; the vector ones (`avx2`, `avx_vnni`, `avx512_vnni`) also scale and add them in
-/// the same float32 order, so they give the same bits; `scalar` adds block by block.
+/// the same float32 order, so they give the same bits; `scalar` adds Q8_0 and Q4_0 block by
+/// block, and Q4_K and Q6_K in the vector kernels' order (the same bits there too).
 enum class quant_isa : uint8_t {
   scalar,       ///< plain C++: every processor
   avx2,         ///< vpmaddubsw + vpmaddwd (AVX2, FMA, F16C)
@@ -31,8 +32,9 @@ const char* quant_isa_name(quant_isa isa);
 /// A weight matrix W [out, in]: `out` rows of `in` numbers (`in` a multiple of the type's
 /// block), each row `in / block` blocks as a GGUF tensor stores them (ggml's dims {in, out}).
 /// Copied once into memory of its own or the arena's next `packed_bytes`, the arena outliving
-/// this matrix and its copies; the kernels read ggml's blocks as they are. Immutable after
-/// construction, so any thread may multiply.
+/// this matrix and its copies: Q8_0 and Q4_0 as ggml's blocks are, Q4_K and Q6_K with the blocks
+/// of 8 rows interleaved (quant_interleave.hpp), so that a batch's kernel multiplies 8 weight
+/// rows in the lanes of one vector. Immutable after construction, so any thread may multiply.
 class quantized_matrix {
  public:
   quantized_matrix() = default;
@@ -42,7 +44,7 @@ class quantized_matrix {
   quantized_matrix(quant_type type, const void* rows, int64_t in, int64_t out,
                    huge_page_arena* arena = nullptr);
 
-  /// The bytes an `in` x `out` matrix of `type` takes.
+  /// The bytes an `in` x `out` matrix of `type` takes (Q4_K and Q6_K: whole groups of 8 rows).
   static int64_t packed_bytes(quant_type type, int64_t in, int64_t out);
 
   /// Numbers per row of W (the length of an input row).
@@ -53,7 +55,7 @@ class quantized_matrix {
 
   quant_type type() const { return type_; }
 
-  /// Bytes the blocks take.
+  /// Bytes the blocks take (Q4_K and Q6_K: `out` rounded up to a multiple of 8 rows).
   int64_t bytes() const { return bytes_; }
 
   /// Where the blocks are.

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/huge_pages.hpp"
+#include "kernels/quant_interleave.hpp"
 #include "kernels/quant_matmul.hpp"
 #include "kernels/quant_matmul_kernels.hpp"
 #include "tests/kernels/quant_fixture.hpp"
@@ -136,11 +137,14 @@ TEST(QuantMatmul, ProductsEqualTheDequantizedWeightsOnEveryPath) {
         for (quant_isa isa : isas) {
           check(c, isa, uint32_t(m * 3 + mode), y);
           if (HasFatalFailure()) return;
-          // The vector kernels compute the same float32 operations in the same order.
-          if (isa == quant_isa::avx2) first = y;
-          if (isa > quant_isa::avx2) {
+          // The vector kernels compute the same float32 operations in the same order; for the
+          // interleaved types (Q4_K, Q6_K) the plain C++ one does too.
+          const quant_isa reference = interleaved(type) ? quant_isa::scalar : quant_isa::avx2;
+          if (isa == reference) first = y;
+          if (isa > reference) {
             EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
-                << quant_type_name(type) << ": " << quant_isa_name(isa) << " differs from avx2";
+                << quant_type_name(type) << ": " << quant_isa_name(isa) << " differs from "
+                << quant_isa_name(reference);
           }
         }
       }
@@ -194,18 +198,28 @@ TEST(QuantMatmul, RowsDoNotDependOnTheirBatch) {
 }
 
 TEST(QuantMatmul, MatrixInAnArenaAndItsSizes) {
-  const quant_fixture f(quant_type::q4_k);
+  // Q8_0 keeps ggml's blocks as they are; Q4_K and Q6_K interleave groups of 8 rows, the last
+  // padded.
+  const quant_fixture f(quant_type::q8_0);
   std::vector<uint8_t> w;
   std::vector<float> numbers;
   f.matrix(512, 9, 0, w, numbers);
-  EXPECT_EQ(quantized_matrix::packed_bytes(quant_type::q4_k, 512, 9), 2 * 144 * 9);
+  EXPECT_EQ(quantized_matrix::packed_bytes(quant_type::q8_0, 512, 9), 16 * 34 * 9);
+  EXPECT_EQ(quantized_matrix::packed_bytes(quant_type::q4_k, 512, 9), 2 * 144 * 16);
+  EXPECT_EQ(quantized_matrix::packed_bytes(quant_type::q6_k, 512, 16), 2 * 210 * 16);
   huge_page_arena arena(size_t(1) << 20);
-  const quantized_matrix q(quant_type::q4_k, w.data(), 512, 9, &arena);
+  const quantized_matrix q(quant_type::q8_0, w.data(), 512, 9, &arena);
   EXPECT_EQ(q.data(), arena.data());
   EXPECT_EQ(q.bytes(), int64_t(w.size()));
   EXPECT_EQ(0, std::memcmp(q.data(), w.data(), w.size()));
   EXPECT_EQ(q.in(), 512);
   EXPECT_EQ(q.out(), 9);
+  const quant_fixture k(quant_type::q4_k);
+  k.matrix(512, 9, 0, w, numbers);
+  const quantized_matrix q4(quant_type::q4_k, w.data(), 512, 9, &arena);
+  EXPECT_EQ(q4.data(), static_cast<const uint8_t*>(arena.data()) +
+                           huge_page_arena::rounded(size_t(q.bytes())));
+  EXPECT_EQ(q4.bytes(), 2 * 144 * 16);
   EXPECT_THROW(quantized_matrix(quant_type::q4_k, w.data(), 500, 9), std::invalid_argument);
   EXPECT_THROW(quantized_matrix(quant_type::q8_0, w.data(), 64, 0), std::invalid_argument);
 }
