@@ -17,7 +17,7 @@
 #   single  SINGLE requests one at a time (default 4; prompts of about 100 words, 64 tokens
 #           each, greedy, ignore_eos): time to first token and time per output token
 #   burst   BURST requests at once (default 32) of 32 tokens each: throughput and latencies
-#   rss     the server's peak resident memory (VmHWM) after the runs
+#   rss     the server's peak resident memory (VmHWM) once ready, and after the runs
 # llama-server runs with LLAMA_SLOTS parallel slots (default "8 16") and flash attention
 # on and off (FLASH, default "on off"); Conveyor with CONVEYOR_SLOTS slots (default 32).
 #
@@ -80,7 +80,7 @@ if [ ! -f "$models/.done" ]; then
   touch "$models/.done"
 fi
 
-echo -e "run\tready_s\tpeak_rss_mib\tsingle_ttft_ms\tsingle_tpot_ms\tburst_out_tok_s\tburst_ttft_p50_ms\tburst_tpot_p50_ms\tburst_e2e_p50_ms\tnote" >"$out/summary.tsv"
+echo -e "run\tready_s\tready_rss_mib\tpeak_rss_mib\tsingle_ttft_ms\tsingle_tpot_ms\tburst_out_tok_s\tburst_ttft_p50_ms\tburst_tpot_p50_ms\tburst_e2e_p50_ms\tnote" >"$out/summary.tsv"
 
 # Seconds since the epoch, to the millisecond.
 now() { date +%s.%3N; }
@@ -101,6 +101,7 @@ launch() {
     sleep 0.1
   done
   started=$(since "$t0")
+  ready_rss=$(peak_rss_mib)
 }
 
 # Stops the server (SIGINT, as Ctrl-C) and waits for it.
@@ -144,7 +145,7 @@ measure() {
     --max-tokens 32,32 --temperature 0 --ignore-eos
   note+=$(complete "$out/$name-burst.txt")
   local b="$out/$name-burst.txt"
-  echo -e "$name\t$started\t$(peak_rss_mib)\t$(mean "${ttft[@]}")\t$(mean "${tpot[@]}")\t$(
+  echo -e "$name\t$started\t$ready_rss\t$(peak_rss_mib)\t$(mean "${ttft[@]}")\t$(mean "${tpot[@]}")\t$(
     awk '/^output tokens\/s/ { print $3 }' "$b")\t$(figure "$b" "TTFT ms" 2)\t$(
     figure "$b" "TPOT ms" 2)\t$(figure "$b" "E2E ms" 2)\t${note:-ok}" >>"$out/summary.tsv"
   echo "$name: ready in ${started}s, peak RSS $(peak_rss_mib) MiB ${note}" >&2
@@ -185,6 +186,7 @@ for r in $(seq 1 "$rounds"); do
             serve "$build" --model "$file" --threads "$threads" --set executors=cpu \
               --set "executors[0].slots=$slots" --set "batcher.max_num_seqs=$slots" "${sets[@]}"
             started=$(since "$t0")
+            ready_rss=$(peak_rss_mib)
             measure "conveyor-$q-slots$slots-${variant%%:*}-run$r"
             stop
             pid=
