@@ -289,8 +289,9 @@ expected<model_info> read_gguf_info(const std::string& path) {
                                         "'; Conveyor reads no rotary scaling but Llama 3's "
                                         "(the rope_freqs tensor)");
   const tensor_info* embedding = f.tensor("token_embd.weight");
-  if (embedding == nullptr || embedding->dims.size() != 2)
-    return make_error(ec::bad_file, path + ": no two-dimensional tensor 'token_embd.weight'");
+  if (embedding == nullptr || embedding->dims.size() != 2 || embedding->dims[1] > (1 << 30))
+    return make_error(ec::bad_file, path + ": no two-dimensional tensor 'token_embd.weight' of at "
+                                           "most 2^30 rows");
   s.vocab_size = int32_t(embedding->dims[1]);
   s.shared_classifier = f.tensor("output.weight") == nullptr;
   s.qkv_bias = f.tensor("blk.0.attn_q.bias") != nullptr;
