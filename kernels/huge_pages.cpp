@@ -10,7 +10,9 @@
 
 namespace conveyor::kernels {
 
-void huge_page_arena::free_block::operator()(uint8_t* p) const { ::munmap(p, size); }
+void huge_page_arena::free_block::operator()(uint8_t* p) const {
+  ::munmap(p, size);
+}
 
 huge_page_arena::huge_page_arena(size_t bytes)
     : size_((std::max<size_t>(bytes, 1) + huge_page - 1) / huge_page * huge_page) {

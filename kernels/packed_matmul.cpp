@@ -419,8 +419,8 @@ packed_matrix::packed_matrix(const float* w, int64_t in, int64_t out, int64_t ro
 }
 
 packed_matrix packed_matrix::from_rows(const float* rows, int64_t in, int64_t out,
-                                       int64_t row_stride, const float* scale,
-                                       weight_format format, huge_page_arena* arena) {
+                                       int64_t row_stride, const float* scale, weight_format format,
+                                       huge_page_arena* arena) {
   packed_matrix p(in, out, format, arena);
   // A whole source row (one of W's columns) at a time: read in order, written into the panel.
   if (scale != nullptr)
@@ -430,9 +430,11 @@ packed_matrix packed_matrix::from_rows(const float* rows, int64_t in, int64_t ou
   return p;
 }
 
-packed_matrix::packed_matrix(int64_t in, int64_t out, weight_format format,
-                             huge_page_arena* arena)
-    : in_(in), out_(out), panels_((out + width - 1) / width), format_(format),
+packed_matrix::packed_matrix(int64_t in, int64_t out, weight_format format, huge_page_arena* arena)
+    : in_(in),
+      out_(out),
+      panels_((out + width - 1) / width),
+      format_(format),
       bytes_(packed_bytes(in, out, format)) {
   // Zeroed (an arena's block starts so): the last panel's columns past `out` stay zero.
   if (arena) {
@@ -461,7 +463,8 @@ void packed_matrix::pack(Value value, int64_t run) {
   };
   if (format_ == weight_format::f32) {
     auto* dst = static_cast<float*>(storage);
-    each_panel([&](int64_t p, int64_t i, int64_t c, float v) { dst[(p * in + i) * width + c] = v; });
+    each_panel(
+        [&](int64_t p, int64_t i, int64_t c, float v) { dst[(p * in + i) * width + c] = v; });
   } else if (format_ == weight_format::bf16) {
     auto* dst = static_cast<uint16_t*>(storage);
     each_panel([&](int64_t p, int64_t i, int64_t c, float v) {

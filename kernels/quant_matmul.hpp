@@ -3,7 +3,8 @@
 // (blocks of 32 with a float scale for Q8_0 and Q4_0 weights, blocks of 256 with sums per 16 for
 // the K-quants), the weights' 4-, 6- and 8-bit numbers are multiplied with those in integers
 // (exact), and each block's integer sum is scaled in float32. The weights stay in ggml's blocks
-// (Q4_K and Q6_K: 8 rows' blocks interleaved, the same bytes), so a decode step reads 4.5 (Q4_0, Q4_K), 6.6 (Q6_K) or 8.5 (Q8_0) bits per weight instead of 16.
+// (Q4_K and Q6_K: 8 rows' blocks interleaved, the same bytes), so a decode step reads 4.5 (Q4_0,
+// Q4_K), 6.6 (Q6_K) or 8.5 (Q8_0) bits per weight instead of 16.
 #pragma once
 
 #include <cstdint>

@@ -25,11 +25,16 @@ using gguf::tensor_info;
 // The quantized types the kernels multiply as the file keeps them.
 std::optional<kernels::quant_type> quant_of(uint32_t type) {
   switch (gguf::ggml_type(type)) {
-    case gguf::ggml_type::q8_0: return kernels::quant_type::q8_0;
-    case gguf::ggml_type::q4_0: return kernels::quant_type::q4_0;
-    case gguf::ggml_type::q4_k: return kernels::quant_type::q4_k;
-    case gguf::ggml_type::q6_k: return kernels::quant_type::q6_k;
-    default: return std::nullopt;
+    case gguf::ggml_type::q8_0:
+      return kernels::quant_type::q8_0;
+    case gguf::ggml_type::q4_0:
+      return kernels::quant_type::q4_0;
+    case gguf::ggml_type::q4_k:
+      return kernels::quant_type::q4_k;
+    case gguf::ggml_type::q6_k:
+      return kernels::quant_type::q6_k;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -42,21 +47,36 @@ bool float_type(uint32_t type) {
 std::string gguf_name(llama_tensor t, int32_t layer) {
   const std::string b = "blk." + std::to_string(layer) + ".";
   switch (t) {
-    case llama_tensor::embedding: return "token_embd.weight";
-    case llama_tensor::rms_att: return b + "attn_norm.weight";
-    case llama_tensor::wq: return b + "attn_q.weight";
-    case llama_tensor::wk: return b + "attn_k.weight";
-    case llama_tensor::wv: return b + "attn_v.weight";
-    case llama_tensor::bq: return b + "attn_q.bias";
-    case llama_tensor::bk: return b + "attn_k.bias";
-    case llama_tensor::bv: return b + "attn_v.bias";
-    case llama_tensor::wo: return b + "attn_output.weight";
-    case llama_tensor::rms_ffn: return b + "ffn_norm.weight";
-    case llama_tensor::w1: return b + "ffn_gate.weight";
-    case llama_tensor::w2: return b + "ffn_down.weight";
-    case llama_tensor::w3: return b + "ffn_up.weight";
-    case llama_tensor::rms_final: return "output_norm.weight";
-    case llama_tensor::classifier: return "output.weight";
+    case llama_tensor::embedding:
+      return "token_embd.weight";
+    case llama_tensor::rms_att:
+      return b + "attn_norm.weight";
+    case llama_tensor::wq:
+      return b + "attn_q.weight";
+    case llama_tensor::wk:
+      return b + "attn_k.weight";
+    case llama_tensor::wv:
+      return b + "attn_v.weight";
+    case llama_tensor::bq:
+      return b + "attn_q.bias";
+    case llama_tensor::bk:
+      return b + "attn_k.bias";
+    case llama_tensor::bv:
+      return b + "attn_v.bias";
+    case llama_tensor::wo:
+      return b + "attn_output.weight";
+    case llama_tensor::rms_ffn:
+      return b + "ffn_norm.weight";
+    case llama_tensor::w1:
+      return b + "ffn_gate.weight";
+    case llama_tensor::w2:
+      return b + "ffn_down.weight";
+    case llama_tensor::w3:
+      return b + "ffn_up.weight";
+    case llama_tensor::rms_final:
+      return "output_norm.weight";
+    case llama_tensor::classifier:
+      return "output.weight";
   }
   return "";
 }
@@ -96,7 +116,9 @@ class gguf_source final : public llama_source {
     if (info == nullptr) return missing(t, layer);
     const int64_t n = info->elements();
     switch (gguf::ggml_type(info->type)) {
-      case gguf::ggml_type::f32: std::memcpy(out, info->data, size_t(n) * sizeof(float)); break;
+      case gguf::ggml_type::f32:
+        std::memcpy(out, info->data, size_t(n) * sizeof(float));
+        break;
       case gguf::ggml_type::f16:
         for (int64_t i = 0; i < n; ++i) out[i] = kernels::from_f16(half_at(info->data, i));
         break;
@@ -111,16 +133,15 @@ class gguf_source final : public llama_source {
     }
     if (halves_ && reordered(t)) {
       const auto& s = info_.shape;
-      const int64_t heads = (t == llama_tensor::wq || t == llama_tensor::bq) ? s.n_heads
-                                                                              : s.n_kv_heads;
+      const int64_t heads =
+          (t == llama_tensor::wq || t == llama_tensor::bq) ? s.n_heads : s.n_kv_heads;
       const bool bias = t == llama_tensor::bq || t == llama_tensor::bk;
       adjacent_pairs_from_halves(out, heads, s.head_size(), bias ? 1 : s.dim);
     }
     return {};
   }
 
-  std::optional<kernels::quant_type> quantized_type(llama_tensor t,
-                                                    int32_t layer) const override {
+  std::optional<kernels::quant_type> quantized_type(llama_tensor t, int32_t layer) const override {
     const tensor_info* info = tensor_of(t, layer);
     return info == nullptr ? std::nullopt : quant_of(info->type);
   }
@@ -162,8 +183,7 @@ class gguf_source final : public llama_source {
   }
 
   const tensor_info* tensor_of(llama_tensor t, int32_t layer) const {
-    if (t == llama_tensor::classifier && info_.shape.shared_classifier)
-      t = llama_tensor::embedding;
+    if (t == llama_tensor::classifier && info_.shape.shared_classifier) t = llama_tensor::embedding;
     return file_->tensor(gguf_name(t, layer));
   }
 
@@ -193,10 +213,10 @@ expected<std::string> check_tensors(const gguf_file& file, const llama_shape& s)
       return make_error(ec::bad_file, file.path() + ": no tensor '" + name +
                                           "' (the metadata's architecture needs it)");
     if (!float_type(info->type) && !quant_of(info->type))
-      return make_error(ec::bad_file, file.path() + ": tensor '" + name + "' has type " +
-                                          gguf::type_name(info->type) +
-                                          ", which Conveyor does not read (supported: " +
-                                          supported_gguf_types + ")");
+      return make_error(
+          ec::bad_file,
+          file.path() + ": tensor '" + name + "' has type " + gguf::type_name(info->type) +
+              ", which Conveyor does not read (supported: " + supported_gguf_types + ")");
     const auto [rows, cols] = tensor_dims(s, t);
     const std::vector<int64_t> want =
         rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
@@ -259,8 +279,8 @@ expected<model_info> read_gguf_info(const std::string& path) {
       x = *v;
     }
     if (x < 1 || x > (int64_t{1} << 30))
-      return make_error(ec::bad_file, path + ": key '" + key + "' is " + std::to_string(x) +
-                                          ", out of range");
+      return make_error(ec::bad_file,
+                        path + ": key '" + key + "' is " + std::to_string(x) + ", out of range");
     out = int32_t(x);
     return {};
   };
@@ -290,8 +310,9 @@ expected<model_info> read_gguf_info(const std::string& path) {
                                         "(the rope_freqs tensor)");
   const tensor_info* embedding = f.tensor("token_embd.weight");
   if (embedding == nullptr || embedding->dims.size() != 2 || embedding->dims[1] > (1 << 30))
-    return make_error(ec::bad_file, path + ": no two-dimensional tensor 'token_embd.weight' of at "
-                                           "most 2^30 rows");
+    return make_error(ec::bad_file, path +
+                                        ": no two-dimensional tensor 'token_embd.weight' of at "
+                                        "most 2^30 rows");
   s.vocab_size = int32_t(embedding->dims[1]);
   s.shared_classifier = f.tensor("output.weight") == nullptr;
   s.qkv_bias = f.tensor("blk.0.attn_q.bias") != nullptr;

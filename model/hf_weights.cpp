@@ -92,20 +92,34 @@ class hf_source final : public llama_source {
   std::string name_of(llama_tensor t, int32_t layer) const {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     switch (t) {
-      case llama_tensor::embedding: return "model.embed_tokens.weight";
-      case llama_tensor::rms_att: return p + "input_layernorm.weight";
-      case llama_tensor::wq: return p + "self_attn.q_proj.weight";
-      case llama_tensor::wk: return p + "self_attn.k_proj.weight";
-      case llama_tensor::wv: return p + "self_attn.v_proj.weight";
-      case llama_tensor::bq: return p + "self_attn.q_proj.bias";
-      case llama_tensor::bk: return p + "self_attn.k_proj.bias";
-      case llama_tensor::bv: return p + "self_attn.v_proj.bias";
-      case llama_tensor::wo: return p + "self_attn.o_proj.weight";
-      case llama_tensor::rms_ffn: return p + "post_attention_layernorm.weight";
-      case llama_tensor::w1: return p + "mlp.gate_proj.weight";
-      case llama_tensor::w2: return p + "mlp.down_proj.weight";
-      case llama_tensor::w3: return p + "mlp.up_proj.weight";
-      case llama_tensor::rms_final: return "model.norm.weight";
+      case llama_tensor::embedding:
+        return "model.embed_tokens.weight";
+      case llama_tensor::rms_att:
+        return p + "input_layernorm.weight";
+      case llama_tensor::wq:
+        return p + "self_attn.q_proj.weight";
+      case llama_tensor::wk:
+        return p + "self_attn.k_proj.weight";
+      case llama_tensor::wv:
+        return p + "self_attn.v_proj.weight";
+      case llama_tensor::bq:
+        return p + "self_attn.q_proj.bias";
+      case llama_tensor::bk:
+        return p + "self_attn.k_proj.bias";
+      case llama_tensor::bv:
+        return p + "self_attn.v_proj.bias";
+      case llama_tensor::wo:
+        return p + "self_attn.o_proj.weight";
+      case llama_tensor::rms_ffn:
+        return p + "post_attention_layernorm.weight";
+      case llama_tensor::w1:
+        return p + "mlp.gate_proj.weight";
+      case llama_tensor::w2:
+        return p + "mlp.down_proj.weight";
+      case llama_tensor::w3:
+        return p + "mlp.up_proj.weight";
+      case llama_tensor::rms_final:
+        return "model.norm.weight";
       // Tied embeddings: transformers' save_pretrained leaves lm_head out; when a file has it
       // anyway, transformers ties it to the embedding, and so does Conveyor.
       case llama_tensor::classifier:

@@ -40,7 +40,6 @@ expected<llama_weights> load_hf_weights(const model_info& info, hf_load_stats* s
 void adjacent_pairs_from_halves(float* rows, int64_t heads, int64_t head_size, int64_t cols);
 
 /// The same for rows of `row_bytes` bytes each (a quantized file's rows of blocks).
-void adjacent_pairs_from_halves(uint8_t* rows, int64_t heads, int64_t head_size,
-                                int64_t row_bytes);
+void adjacent_pairs_from_halves(uint8_t* rows, int64_t heads, int64_t head_size, int64_t row_bytes);
 
 }  // namespace conveyor::model

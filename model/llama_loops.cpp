@@ -11,16 +11,16 @@
 #include <c10/core/InferenceMode.h>
 
 #include "kernels/cache_attention.hpp"
-#include "model/causal_lm.hpp"
-#include "model/llama_base.hpp"
-#include "model/forward_pass.hpp"
-#include "model/llama_layout.hpp"
-#include "model/llama_matrices.hpp"
 #include "kernels/huge_pages.hpp"
 #include "kernels/packed_matmul.hpp"
 #include "kernels/parallel_grain.hpp"
 #include "kernels/vector8.hpp"
 #include "kernels/work_pool.hpp"
+#include "model/causal_lm.hpp"
+#include "model/forward_pass.hpp"
+#include "model/llama_base.hpp"
+#include "model/llama_layout.hpp"
+#include "model/llama_matrices.hpp"
 
 namespace conveyor::model {
 
@@ -404,7 +404,7 @@ class llama_loops final : public llama_base {
   int64_t rows_out_ = 0;
   std::vector<prefill_item> decode_as_prefill_;
   llama_matrices matrices_;
-  at::Tensor cos_, sin_;  // the rotary tables (llama_layout.hpp)
+  at::Tensor cos_, sin_;                          // the rotary tables (llama_layout.hpp)
   std::unique_ptr<huge_page_arena> cache_arena_;  // where k_cache_ and v_cache_ are
   bool bf16_cache_;          // k_cache_ and v_cache_ hold bf16 (else float32)
   at::Tensor k_cache_, v_cache_;
@@ -422,8 +422,8 @@ expected<std::unique_ptr<causal_lm>> make_llama_loops(const llama_source& source
     c10::InferenceMode guard;
     matrix_options mo;
     mo.format = options.dtype != compute_dtype::bf16 ? weight_format::f32
-                : options.bf16_inputs               ? weight_format::bf16_dot
-                                                    : weight_format::bf16;
+                : options.bf16_inputs                ? weight_format::bf16_dot
+                                                     : weight_format::bf16;
     if (options.quantize == "q8_0") mo.quantize = quant_type::q8_0;
     if (options.quantize == "q4_0") mo.quantize = quant_type::q4_0;
     if (!options.quantize.empty() && !mo.quantize)

@@ -70,7 +70,8 @@ class builder {
     for (auto t : plan.parts) {
       auto stored = source_.quantized_type(t, layer);
       const int64_t in = tensor_dims(s_, t).second;
-      if (!stored && options_.quantize && in % kernels::quant_block_elements(*options_.quantize) == 0)
+      if (!stored && options_.quantize &&
+          in % kernels::quant_block_elements(*options_.quantize) == 0)
         stored = options_.quantize;
       out.push_back(stored);
     }
@@ -94,8 +95,8 @@ class builder {
           out += tensor_dims(s_, t).first;
           in = tensor_dims(s_, t).second;
         }
-        bytes += huge_page_arena::rounded(
-            size_t(packed_matrix::packed_bytes(in, out, options_.format)));
+        bytes +=
+            huge_page_arena::rounded(size_t(packed_matrix::packed_bytes(in, out, options_.format)));
         return;
       }
       for (size_t i = 0; i < plan.parts.size(); ++i) {
@@ -119,8 +120,8 @@ class builder {
     e.dim = dim;
     if (auto rows = source_.quantized(llama_tensor::embedding, 0)) {
       e.type = rows->type;
-      e.row_bytes = dim / kernels::quant_block_elements(rows->type) *
-                    kernels::quant_block_bytes(rows->type);
+      e.row_bytes =
+          dim / kernels::quant_block_elements(rows->type) * kernels::quant_block_bytes(rows->type);
       const auto* data = static_cast<const uint8_t*>(rows->data);
       e.blocks.assign(data, data + vocab * e.row_bytes);
       source_.release(llama_tensor::embedding, 0);
@@ -131,12 +132,12 @@ class builder {
     // Quantized as read like the matrices, as llama.cpp's converter quantizes it.
     if (options_.quantize && dim % kernels::quant_block_elements(*options_.quantize) == 0) {
       e.type = options_.quantize;
-      e.row_bytes = dim / kernels::quant_block_elements(*e.type) *
-                    kernels::quant_block_bytes(*e.type);
+      e.row_bytes =
+          dim / kernels::quant_block_elements(*e.type) * kernels::quant_block_bytes(*e.type);
       e.blocks.resize(size_t(vocab * e.row_bytes));
       for (int64_t r = 0; r < vocab; ++r)
-        kernels::quantize_row(*e.type, e.values.data() + r * dim,
-                              e.blocks.data() + r * e.row_bytes, dim);
+        kernels::quantize_row(*e.type, e.values.data() + r * dim, e.blocks.data() + r * e.row_bytes,
+                              dim);
       e.values = {};
     }
     return {};
@@ -215,7 +216,7 @@ class builder {
   const matrix_options& options_;
   const llama_shape& s_;
   huge_page_arena* arena_ = nullptr;
-  std::vector<float> staging_;  // one product's W^T as read, reused
+  std::vector<float> staging_;   // one product's W^T as read, reused
   std::vector<uint8_t> blocks_;  // one matrix quantized as read, reused
 };
 

@@ -9,9 +9,9 @@ namespace {
 
 // The tensors one layer has, in file order.
 constexpr llama_tensor layer_tensors[] = {
-    llama_tensor::rms_att, llama_tensor::wq,      llama_tensor::wk, llama_tensor::wv,
-    llama_tensor::bq,      llama_tensor::bk,      llama_tensor::bv, llama_tensor::wo,
-    llama_tensor::rms_ffn, llama_tensor::w1,      llama_tensor::w2, llama_tensor::w3};
+    llama_tensor::rms_att, llama_tensor::wq, llama_tensor::wk, llama_tensor::wv,
+    llama_tensor::bq,      llama_tensor::bk, llama_tensor::bv, llama_tensor::wo,
+    llama_tensor::rms_ffn, llama_tensor::w1, llama_tensor::w2, llama_tensor::w3};
 
 bool is_bias(llama_tensor t) {
   return t == llama_tensor::bq || t == llama_tensor::bk || t == llama_tensor::bv;
@@ -20,21 +20,36 @@ bool is_bias(llama_tensor t) {
 // The float array of `w` that holds tensor `t` (every layer's, stacked).
 const std::vector<float>& array_of(const llama_weights& w, llama_tensor t) {
   switch (t) {
-    case llama_tensor::embedding: return w.token_embedding;
-    case llama_tensor::rms_att: return w.rms_att;
-    case llama_tensor::wq: return w.wq;
-    case llama_tensor::wk: return w.wk;
-    case llama_tensor::wv: return w.wv;
-    case llama_tensor::bq: return w.bq;
-    case llama_tensor::bk: return w.bk;
-    case llama_tensor::bv: return w.bv;
-    case llama_tensor::wo: return w.wo;
-    case llama_tensor::rms_ffn: return w.rms_ffn;
-    case llama_tensor::w1: return w.w1;
-    case llama_tensor::w2: return w.w2;
-    case llama_tensor::w3: return w.w3;
-    case llama_tensor::rms_final: return w.rms_final;
-    case llama_tensor::classifier: return w.classifier();
+    case llama_tensor::embedding:
+      return w.token_embedding;
+    case llama_tensor::rms_att:
+      return w.rms_att;
+    case llama_tensor::wq:
+      return w.wq;
+    case llama_tensor::wk:
+      return w.wk;
+    case llama_tensor::wv:
+      return w.wv;
+    case llama_tensor::bq:
+      return w.bq;
+    case llama_tensor::bk:
+      return w.bk;
+    case llama_tensor::bv:
+      return w.bv;
+    case llama_tensor::wo:
+      return w.wo;
+    case llama_tensor::rms_ffn:
+      return w.rms_ffn;
+    case llama_tensor::w1:
+      return w.w1;
+    case llama_tensor::w2:
+      return w.w2;
+    case llama_tensor::w3:
+      return w.w3;
+    case llama_tensor::rms_final:
+      return w.rms_final;
+    case llama_tensor::classifier:
+      return w.classifier();
   }
   return w.rms_final;
 }
@@ -53,8 +68,8 @@ class weights_source final : public llama_source {
     const size_t n = size_t(rows * cols);
     const auto& a = array_of(w_, t);
     if (a.size() < (size_t(layer) + 1) * n)
-      return make_error(ec::bad_file, std::string{"the weights have no tensor "} +
-                                          tensor_name(t) + " of layer " + std::to_string(layer));
+      return make_error(ec::bad_file, std::string{"the weights have no tensor "} + tensor_name(t) +
+                                          " of layer " + std::to_string(layer));
     std::memcpy(out, a.data() + size_t(layer) * n, n * sizeof(float));
     return {};
   }
@@ -69,21 +84,36 @@ class weights_source final : public llama_source {
 
 const char* tensor_name(llama_tensor t) {
   switch (t) {
-    case llama_tensor::embedding: return "embedding";
-    case llama_tensor::rms_att: return "rms_att";
-    case llama_tensor::wq: return "wq";
-    case llama_tensor::wk: return "wk";
-    case llama_tensor::wv: return "wv";
-    case llama_tensor::bq: return "bq";
-    case llama_tensor::bk: return "bk";
-    case llama_tensor::bv: return "bv";
-    case llama_tensor::wo: return "wo";
-    case llama_tensor::rms_ffn: return "rms_ffn";
-    case llama_tensor::w1: return "w1";
-    case llama_tensor::w2: return "w2";
-    case llama_tensor::w3: return "w3";
-    case llama_tensor::rms_final: return "rms_final";
-    case llama_tensor::classifier: return "classifier";
+    case llama_tensor::embedding:
+      return "embedding";
+    case llama_tensor::rms_att:
+      return "rms_att";
+    case llama_tensor::wq:
+      return "wq";
+    case llama_tensor::wk:
+      return "wk";
+    case llama_tensor::wv:
+      return "wv";
+    case llama_tensor::bq:
+      return "bq";
+    case llama_tensor::bk:
+      return "bk";
+    case llama_tensor::bv:
+      return "bv";
+    case llama_tensor::wo:
+      return "wo";
+    case llama_tensor::rms_ffn:
+      return "rms_ffn";
+    case llama_tensor::w1:
+      return "w1";
+    case llama_tensor::w2:
+      return "w2";
+    case llama_tensor::w3:
+      return "w3";
+    case llama_tensor::rms_final:
+      return "rms_final";
+    case llama_tensor::classifier:
+      return "classifier";
   }
   return "?";
 }
@@ -92,20 +122,29 @@ std::pair<int64_t, int64_t> tensor_dims(const llama_shape& s, llama_tensor t) {
   const int64_t d = s.dim, h = s.hidden_dim, q = s.q_dim(), kv = s.kv_dim(), v = s.vocab_size;
   switch (t) {
     case llama_tensor::embedding:
-    case llama_tensor::classifier: return {v, d};
+    case llama_tensor::classifier:
+      return {v, d};
     case llama_tensor::rms_att:
     case llama_tensor::rms_ffn:
-    case llama_tensor::rms_final: return {1, d};
-    case llama_tensor::wq: return {q, d};
+    case llama_tensor::rms_final:
+      return {1, d};
+    case llama_tensor::wq:
+      return {q, d};
     case llama_tensor::wk:
-    case llama_tensor::wv: return {kv, d};
-    case llama_tensor::bq: return {1, q};
+    case llama_tensor::wv:
+      return {kv, d};
+    case llama_tensor::bq:
+      return {1, q};
     case llama_tensor::bk:
-    case llama_tensor::bv: return {1, kv};
-    case llama_tensor::wo: return {d, q};
+    case llama_tensor::bv:
+      return {1, kv};
+    case llama_tensor::wo:
+      return {d, q};
     case llama_tensor::w1:
-    case llama_tensor::w3: return {h, d};
-    case llama_tensor::w2: return {d, h};
+    case llama_tensor::w3:
+      return {h, d};
+    case llama_tensor::w2:
+      return {d, h};
   }
   return {0, 0};
 }

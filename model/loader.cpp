@@ -11,11 +11,11 @@
 #include "common/files.hpp"
 #include "common/install_dirs.hpp"
 #include "kernels/blas_kernels.hpp"
+#include "kernels/packed_matmul.hpp"
+#include "kernels/work_pool.hpp"
 #include "model/causal_lm.hpp"
 #include "model/gguf_model.hpp"
 #include "model/model_info.hpp"
-#include "kernels/packed_matmul.hpp"
-#include "kernels/work_pool.hpp"
 
 namespace conveyor::model {
 

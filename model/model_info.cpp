@@ -28,13 +28,15 @@ expected<compute_dtype> choose_dtype(const std::string& requested, const std::st
     if (device != "cpu")
       return make_error(ec::bad_config, "model.dtype = '" + requested +
                                             "' quantizes weights for the CPU's plain-loop "
-                                            "network; executors on '" + device +
-                                            "' compute in 'auto', 'f32' or 'bf16'");
+                                            "network; executors on '" +
+                                            device + "' compute in 'auto', 'f32' or 'bf16'");
     return compute_dtype::f32;  // the activations and the matrices that stay in floats
   }
   if (requested != "auto")
-    return make_error(ec::bad_config, "model.dtype must be 'auto', 'f32', 'bf16', 'q8_0' or "
-                                      "'q4_0', got '" + requested + "'");
+    return make_error(ec::bad_config,
+                      "model.dtype must be 'auto', 'f32', 'bf16', 'q8_0' or "
+                      "'q4_0', got '" +
+                          requested + "'");
   if (device == "cpu") return weights_dtype == "BF16" ? compute_dtype::bf16 : compute_dtype::f32;
   return weights_dtype == "BF16" || weights_dtype == "F16" ? compute_dtype::bf16
                                                            : compute_dtype::f32;

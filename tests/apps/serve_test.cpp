@@ -110,16 +110,16 @@ TEST(serve_command, the_kv_cache_dtype_reaches_the_executors_model) {
   EXPECT_NE(budget.find("KV cache 51 blocks x 32 tokens, 1 MiB"), std::string::npos)
       << budget << "\n"
       << log;
-  auto bf16 = model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set",
-                              "model.bf16_inputs=false"},
-                             log);
+  auto bf16 = model_of_serve(
+      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.bf16_inputs=false"},
+      log);
   EXPECT_NE(bf16.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
             std::string::npos)
       << bf16 << "\n" << log;
-  auto bf16_f32_cache = model_of_serve(
-      {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.kv_cache_dtype=f32",
-       "--set", "model.bf16_inputs=false"},
-      log);
+  auto bf16_f32_cache =
+      model_of_serve({"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set",
+                      "model.kv_cache_dtype=f32", "--set", "model.bf16_inputs=false"},
+                     log);
   EXPECT_NE(bf16_f32_cache.find("(plain loops, bf16 weights, f32 activations and KV cache)"),
             std::string::npos)
       << bf16_f32_cache << "\n" << log;
@@ -138,17 +138,20 @@ TEST(serve_command, bf16_inputs_reach_the_executors_model_by_default) {
   if (conveyor::kernels::packed_matrix::bf16_dot_instruction())
     EXPECT_NE(model.find("(plain loops, bf16 weights and product inputs (AVX-512 BF16)"),
               std::string::npos)
-        << model << "\n" << log;
+        << model << "\n"
+        << log;
   else
     EXPECT_NE(model.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
               std::string::npos)
-        << model << "\n" << log;
+        << model << "\n"
+        << log;
   model = model_of_serve(
       {"--set", "executors=cpu", "--set", "model.dtype=bf16", "--set", "model.bf16_inputs=false"},
       log);
   EXPECT_NE(model.find("(plain loops, bf16 weights and KV cache, f32 activations)"),
             std::string::npos)
-      << model << "\n" << log;
+      << model << "\n"
+      << log;
   model = model_of_serve({"--set", "executors=cpu", "--set", "model.bf16_inputs=true"}, log);
   EXPECT_NE(model.find(" in f32 (plain loops)"), std::string::npos) << model << "\n" << log;
 }

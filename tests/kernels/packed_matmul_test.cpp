@@ -227,12 +227,13 @@ TEST(packed_matmul, from_rows_packs_the_transposed_matrix_with_its_rows_scaled) 
   for (auto* v : {&rows, &scale})
     for (auto& e : *v) e = u(rng);
   for (int64_t i = 0; i < in; ++i)
-    for (int64_t c = 0; c < out; ++c) w[size_t(i * out + c)] = rows[size_t(c * stride + i)] * scale[size_t(i)];
+    for (int64_t c = 0; c < out; ++c)
+      w[size_t(i * out + c)] = rows[size_t(c * stride + i)] * scale[size_t(i)];
   for (auto f : {weight_format::f32, weight_format::bf16, weight_format::bf16_dot}) {
     huge_page_arena arena(size_t(packed_matrix::packed_bytes(in, out, f)));
     const packed_matrix want(w.data(), in, out, out, f);
-    const auto got = packed_matrix::from_rows(rows.data(), in, out, stride, scale.data(), f,
-                                              &arena);
+    const auto got =
+        packed_matrix::from_rows(rows.data(), in, out, stride, scale.data(), f, &arena);
     ASSERT_EQ(got.bytes(), want.bytes());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(want.bytes())), 0) << int(f);
   }
@@ -240,7 +241,7 @@ TEST(packed_matmul, from_rows_packs_the_transposed_matrix_with_its_rows_scaled) 
   for (int64_t i = 0; i < in; ++i)
     for (int64_t c = 0; c < out; ++c) w[size_t(i * out + c)] = rows[size_t(c * stride + i)];
   const packed_matrix want(w.data(), in, out, out, weight_format::f32);
-  const auto got = packed_matrix::from_rows(rows.data(), in, out, stride, nullptr,
-                                            weight_format::f32);
+  const auto got =
+      packed_matrix::from_rows(rows.data(), in, out, stride, nullptr, weight_format::f32);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(want.bytes())), 0);
 }

@@ -81,16 +81,13 @@ class gguf_file_run : public ::testing::TestWithParam<file_case> {};
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(gguf, gguf_file_run,
-                         ::testing::Values(file_case{"llama_spm", "f32"},
-                                           file_case{"llama_spm", "bf16"},
-                                           file_case{"llama_spm", "q8_0"},
-                                           file_case{"llama_spm", "Q4_0"},
-                                           file_case{"qwen2", "f16"},
-                                           file_case{"qwen2", "q8_0"},
-                                           file_case{"qwen2", "Q4_0"},
-                                           file_case{"llama3_q4k", "Q4_K_M"}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    gguf, gguf_file_run,
+    ::testing::Values(file_case{"llama_spm", "f32"}, file_case{"llama_spm", "bf16"},
+                      file_case{"llama_spm", "q8_0"}, file_case{"llama_spm", "Q4_0"},
+                      file_case{"qwen2", "f16"}, file_case{"qwen2", "q8_0"},
+                      file_case{"qwen2", "Q4_0"}, file_case{"llama3_q4k", "Q4_K_M"}),
+    case_name);
 
 bool float_file(const std::string& type) {
   return type == "f32" || type == "f16" || type == "bf16";
@@ -160,8 +157,8 @@ TEST_P(gguf_file_run, greedy_tokens_and_logits_agree_with_transformers_and_llama
       *m, ref, llama_cpp,
       [&](const float* row, int32_t vocab) { return llama_cpp_tolerance_of(c.type, row, vocab); },
       "llama.cpp");
-  std::printf("%s: near-ties with transformers' tokens %d, with llama.cpp's %d\n",
-              c.file().c_str(), with_transformers, with_llama_cpp);
+  std::printf("%s: near-ties with transformers' tokens %d, with llama.cpp's %d\n", c.file().c_str(),
+              with_transformers, with_llama_cpp);
   if (float_file(c.type)) {
     EXPECT_EQ(with_transformers, 0);
   }
@@ -248,22 +245,27 @@ TEST(gguf_model_info, reads_the_shape_end_ids_and_main_type_of_a_file) {
 TEST(gguf_model_info, refusals_name_the_file_and_what_is_wrong) {
   const std::string dir = bad_model("");
   EXPECT_EQ(info_error("arch_gpt2.gguf"),
-            dir + "arch_gpt2.gguf: key 'general.architecture' is 'gpt2'; Conveyor serves llama, "
-                  "qwen2");
+            dir +
+                "arch_gpt2.gguf: key 'general.architecture' is 'gpt2'; Conveyor serves llama, "
+                "qwen2");
   EXPECT_NE(info_error("no_block_count.gguf").find("llama.block_count"), std::string::npos)
       << info_error("no_block_count.gguf");
   EXPECT_EQ(info_error("q5_1_tensor.gguf"),
-            dir + "q5_1_tensor.gguf: tensor 'blk.0.ffn_up.weight' has type Q5_1, which Conveyor "
-                  "does not read (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+            dir +
+                "q5_1_tensor.gguf: tensor 'blk.0.ffn_up.weight' has type Q5_1, which Conveyor "
+                "does not read (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
   EXPECT_EQ(info_error("wrong_dims.gguf"),
-            dir + "wrong_dims.gguf: tensor 'blk.0.attn_k.weight' has dims [32, 32] but the "
-                  "metadata implies [32, 16]");
+            dir +
+                "wrong_dims.gguf: tensor 'blk.0.attn_k.weight' has dims [32, 32] but the "
+                "metadata implies [32, 16]");
   EXPECT_EQ(info_error("no_ffn_up.gguf"),
-            dir + "no_ffn_up.gguf: no tensor 'blk.0.ffn_up.weight' (the metadata's architecture "
-                  "needs it)");
+            dir +
+                "no_ffn_up.gguf: no tensor 'blk.0.ffn_up.weight' (the metadata's architecture "
+                "needs it)");
   EXPECT_EQ(info_error("linear_rope.gguf"),
-            dir + "linear_rope.gguf: key 'llama.rope.scaling.type' is 'linear'; Conveyor reads "
-                  "no rotary scaling but Llama 3's (the rope_freqs tensor)");
+            dir +
+                "linear_rope.gguf: key 'llama.rope.scaling.type' is 'linear'; Conveyor reads "
+                "no rotary scaling but Llama 3's (the rope_freqs tensor)");
   // load_model refuses the same way.
   runtime_options opt;
   auto m = load_model(bad_model("q5_1_tensor.gguf"), opt);

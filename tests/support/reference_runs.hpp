@@ -58,8 +58,9 @@ struct model_run {
 
 /// Runs the prompts (all in one batch, or one at a time) for `steps` steps. With `forced`, the
 /// next input is the forced token instead of the model's own choice (teacher forcing).
-inline model_run run(model::causal_lm& m, const std::vector<std::vector<int32_t>>& prompts, int32_t steps,
-              bool batched, const std::vector<std::vector<int32_t>>* forced = nullptr) {
+inline model_run run(model::causal_lm& m, const std::vector<std::vector<int32_t>>& prompts,
+                     int32_t steps, bool batched,
+                     const std::vector<std::vector<int32_t>>* forced = nullptr) {
   model_run out;
   out.tokens.resize(prompts.size());
   out.logits.resize(prompts.size());
