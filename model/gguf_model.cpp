@@ -13,6 +13,7 @@
 #include "kernels/packed_matmul.hpp"
 #include "kernels/quant_blocks.hpp"
 #include "model/hf_weights.hpp"
+#include "model/llama_source.hpp"
 #include "model/load_report.hpp"
 
 namespace conveyor::model {
@@ -233,9 +234,8 @@ expected<std::string> check_tensors(const gguf_file& file, const llama_shape& s)
   return main;
 }
 
-expected<std::shared_ptr<const gguf_file>> open_file(const std::string& path) {
-  return gguf_file::open(path);
-}
+// The model an opened file describes (read_gguf_info's work, on a file opened once).
+expected<model_info> info_of(const gguf_file& f);
 
 }  // namespace
 
@@ -249,9 +249,15 @@ bool is_gguf_file(const std::string& path) {
 }
 
 expected<model_info> read_gguf_info(const std::string& path) {
-  auto file = open_file(path);
+  auto file = gguf_file::open(path);
   if (!file) return file.error();
-  const gguf_file& f = **file;
+  return info_of(**file);
+}
+
+namespace {
+
+expected<model_info> info_of(const gguf_file& f) {
+  const std::string& path = f.path();
   auto arch = f.string("general.architecture");
   if (!arch) return arch.error();
   if (*arch != "llama" && *arch != "qwen2")
@@ -342,27 +348,22 @@ expected<model_info> read_gguf_info(const std::string& path) {
   return info;
 }
 
-expected<std::unique_ptr<llama_source>> open_gguf_source(const model_info& info) {
-  auto file = open_file(info.path);
-  if (!file) return file.error();
-  // llama.cpp keeps Llama's q and k rows in adjacent pairs (its converter reorders them), and
-  // Qwen2's as Hugging Face does (halves; its rotary "neox" mode).
-  const bool halves = info.architecture == "gguf qwen2";
-  std::unique_ptr<llama_source> source =
-      std::make_unique<gguf_source>(info, std::move(*file), halves);
-  return source;
-}
+}  // namespace
 
 expected<std::unique_ptr<causal_lm>> load_gguf_model(const std::string& path,
                                                      const runtime_options& options,
                                                      std::string* summary) {
   const auto start = std::chrono::steady_clock::now();
-  auto info = read_gguf_info(path);
+  auto file = gguf_file::open(path);
+  if (!file) return file.error();
+  auto info = info_of(**file);
   if (!info) return info.error();
-  auto source = open_gguf_source(*info);
-  if (!source) return source.error();
+  // llama.cpp keeps Llama's q and k rows in adjacent pairs (its converter reorders them), and
+  // Qwen2's as Hugging Face does (halves; its rotary "neox" mode).
+  const bool halves = info->architecture == "gguf qwen2";
+  const gguf_source source(*info, std::move(*file), halves);
   const auto opened = std::chrono::steady_clock::now();
-  auto model = make_llama(**source, options);
+  auto model = make_llama(source, options);
   if (!model) return model.error();
   const auto done = std::chrono::steady_clock::now();
   if (summary != nullptr) {

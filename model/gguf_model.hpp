@@ -7,7 +7,6 @@
 #include <string>
 
 #include "common/error.hpp"
-#include "model/llama_source.hpp"
 #include "model/model_info.hpp"
 
 namespace conveyor::model {
@@ -28,10 +27,8 @@ bool is_gguf_file(const std::string& path);
 /// metadata, and every check of the reader (gguf/gguf_file.hpp).
 expected<model_info> read_gguf_info(const std::string& path);
 
-/// The weights of a GGUF file, tensor by tensor (`info` from read_gguf_info of the same file).
-expected<std::unique_ptr<llama_source>> open_gguf_source(const model_info& info);
-
-/// Loads a GGUF model; `summary` as for load_model.
+/// Loads a GGUF model, its file opened and checked once, its weights read tensor by tensor
+/// (model/llama_source.hpp); `summary` as for load_model.
 expected<std::unique_ptr<causal_lm>> load_gguf_model(const std::string& path,
                                                      const runtime_options& options,
                                                      std::string* summary = nullptr);

@@ -1,6 +1,7 @@
-// The weights of a Hugging Face model directory as llama_weights: the tensors of its safetensors
-// files checked against config.json, converted to float32, and the q and k rows of each head
-// permuted from Hugging Face's layout to llama2.c's so that one rotary code serves both. Torch-free.
+// The weights of a Hugging Face model directory as a weight source (model/llama_source.hpp), or
+// read whole into llama_weights: the tensors of its safetensors files checked against
+// config.json, converted to float32, and the q and k rows of each head permuted from Hugging
+// Face's layout to llama2.c's so that one rotary code serves both. Torch-free.
 #pragma once
 
 #include <cstdint>
