@@ -12,10 +12,6 @@ namespace {
 constexpr std::string_view open_tag = "<tool_call>";
 constexpr std::string_view close_tag = "</tool_call>";
 
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
 // The length of the longest end of `text` that begins `tag` (shorter than the tag).
 std::size_t partial_tag(std::string_view text, std::string_view tag) {
   for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
@@ -77,7 +73,7 @@ void hermes_tool_parser::add_content(std::string_view text, std::vector<tool_cal
   std::string_view trailing;
   if (calls_ > 0) {
     std::size_t end = text.size();
-    while (end > 0 && is_space(text[end - 1])) --end;
+    while (end > 0 && is_json_space(text[end - 1])) --end;
     trailing = text.substr(end);
     text = text.substr(0, end);
     if (text.empty()) {

@@ -23,6 +23,11 @@ expected<value> value_from_json(const nlohmann::ordered_json& j);
 /// when `j` nests too deep.
 std::string python_json(const nlohmann::ordered_json& j);
 
+/// JSON's whitespace: space, line feed, tab, carriage return.
+inline bool is_json_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
 /// Parses `text` (ordered_json) and converts it as value_from_json; invalid JSON gives
 /// ec::bad_request with the parser's words.
 expected<value> value_from_json_text(std::string_view text);

@@ -11,12 +11,8 @@ namespace {
 
 constexpr std::string_view python_tag = "<|python_tag|>";
 
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
 std::size_t skip_space(const std::string& s, std::size_t i) {
-  while (i < s.size() && is_space(s[i])) ++i;
+  while (i < s.size() && is_json_space(s[i])) ++i;
   return i;
 }
 

@@ -19,15 +19,20 @@ function(conveyor_library name)
   endif()
 endfunction()
 
-# conveyor_test_suite(NAME DEPS ...): one GoogleTest program from tests/<folder>/*_test.cpp,
-# each test registered with ctest (gtest_discover_tests).
+# conveyor_test_suite(NAME [SEPARATE_SOURCES] DEPS ...): one GoogleTest program from
+# tests/<folder>/*_test.cpp, each test registered with ctest (gtest_discover_tests).
+# SEPARATE_SOURCES keeps the suite out of unity builds (CMAKE_UNITY_BUILD, the sanitizer trees):
+# its files define helpers of the same name, each in its own anonymous namespace.
 function(conveyor_test_suite name)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "SEPARATE_SOURCES" "" "DEPS" ${ARGN})
   file(GLOB _sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
   if(NOT _sources)
     return()
   endif()
   add_executable(${name} ${_sources})
+  if(ARG_SEPARATE_SOURCES)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
+  endif()
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${name} PRIVATE ${CONVEYOR_WARNINGS})
   target_compile_definitions(${name} PRIVATE

@@ -6,6 +6,7 @@
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/phases.sh
 seconds=${1:-30}
 shift || true
 targets=("$@")
@@ -15,7 +16,7 @@ targets=("$@")
 
 scripts/sanitize.sh --configure-only
 export CCACHE_BASEDIR="$PWD"
-cmake --build build-asan -j "$(nproc)" --target "${targets[@]/%/_fuzz}" >&2
+phase "fuzz targets build" cmake --build build-asan -j "$(nproc)" --target "${targets[@]/%/_fuzz}" >&2
 
 work=build-asan/fuzz-run
 findings=build-asan/fuzz-findings
@@ -44,6 +45,7 @@ run_one() {
 }
 
 # As many targets at once as there are cores.
+start=$SECONDS
 status=0
 running=0
 for t in "${targets[@]}"; do
@@ -58,4 +60,5 @@ while [ $running -gt 0 ]; do
   wait -n || status=1
   running=$((running - 1))
 done
+phase_record "fuzzing (${#targets[@]} targets x ${seconds} s)" $((SECONDS - start)) $status
 exit $status

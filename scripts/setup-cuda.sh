@@ -14,8 +14,21 @@
 #              the same C++ ABI; a tiny program using torch's CUDA headers compiles, links and runs
 #
 # The CPU build (build/, Debian's libtorch 1.13) never runs this and downloads nothing.
+#
+# Usage: scripts/setup-cuda.sh [--no-benchmarks]   (--no-benchmarks: the programs and tests only,
+#                                                  as scripts/test.sh builds them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+benchmarks=ON
+for arg in "$@"; do
+  case "$arg" in
+    --no-benchmarks) benchmarks=OFF ;;
+    *)
+      echo "setup-cuda: unknown argument '$arg' (known: --no-benchmarks)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 torch_version=2.11.0
 # What the wheel needs that a CUDA 13.0 toolkit lacks, at the versions torch 2.11.0 pins. They
@@ -169,7 +182,7 @@ log "probe linked with libtorch_cuda: $(cat "$probe/out")"
 # TORCH_CUDA_ARCH_LIST only quiets torch's GPU detection: Conveyor compiles no CUDA kernels.
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_TESTS=ON \
-  -DCONVEYOR_BENCHMARKS=ON -DCONVEYOR_REQUIRE_CUDA=ON -DCONVEYOR_CUDA_GRAPHS=ON \
+  -DCONVEYOR_BENCHMARKS=$benchmarks -DCONVEYOR_REQUIRE_CUDA=ON -DCONVEYOR_CUDA_GRAPHS=ON \
   -DCMAKE_PREFIX_PATH="$torch_dir" -DCUDAToolkit_ROOT="$cuda_home" \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DTORCH_CUDA_ARCH_LIST=9.0 >&2
 cmake --build "$build" -j "$(nproc)" >&2

@@ -7,6 +7,8 @@
 # Packages come from Debian's archive, except the test clients and xgrammar's source from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/phases.sh
+setup_start=$SECONDS
 
 # --cuda: also the CUDA build (build-cuda/, PyTorch's libtorch from PyPI): scripts/setup-cuda.sh.
 with_tests=0
@@ -75,7 +77,8 @@ export CCACHE_BASEDIR="$PWD"
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_TESTS=ON \
   -DCONVEYOR_BENCHMARKS=ON >&2
-cmake --build build -j "$jobs" >&2
+phase_record "set-up (packages, test clients, downloads)" $((SECONDS - setup_start)) 0
+phase "CPU build (build/)" cmake --build build -j "$jobs" >&2
 
 if [ $with_cuda = 1 ]; then
   scripts/setup-cuda.sh

@@ -15,7 +15,7 @@ namespace {
 
 /// Returns the byte that a byte-fallback piece "<0xHH>" stands for (upper-case hex, as
 /// SentencePiece writes it), or nothing for any other piece.
-std::optional<uint8_t> byte_of_piece(std::string_view piece) {
+std::optional<uint8_t> byte_of_spm_piece(std::string_view piece) {
   if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return std::nullopt;
   const auto digit = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -53,7 +53,7 @@ expected<std::shared_ptr<const llama2c_tokenizer>> llama2c_tokenizer::make(
   std::array<int32_t, 256> byte_ids;
   byte_ids.fill(-1);
   for (size_t id = first_non_control_id; id < pieces.size(); ++id)
-    if (auto b = byte_of_piece(pieces[id]); b && byte_ids[*b] < 0)
+    if (auto b = byte_of_spm_piece(pieces[id]); b && byte_ids[*b] < 0)
       byte_ids[*b] = static_cast<int32_t>(id);
   for (size_t b = 0; b < byte_ids.size(); ++b) {
     if (byte_ids[b] < 0) {
@@ -72,7 +72,7 @@ namespace {
 std::vector<bool> normal_pieces(const std::vector<std::string>& pieces) {
   std::vector<bool> normal(pieces.size());
   for (size_t id = first_non_control_id; id < pieces.size(); ++id)
-    normal[id] = !byte_of_piece(pieces[id]);
+    normal[id] = !byte_of_spm_piece(pieces[id]);
   return normal;
 }
 
@@ -84,7 +84,7 @@ llama2c_tokenizer::llama2c_tokenizer(std::vector<std::string> pieces, std::vecto
       byte_fallback_(pieces.size()),
       bpe_(pieces, scores, normal_pieces(pieces), byte_ids) {
   for (size_t id = first_non_control_id; id < pieces.size(); ++id) {
-    if (auto b = byte_of_piece(pieces[id])) {
+    if (auto b = byte_of_spm_piece(pieces[id])) {
       bytes_of_id_[id] = std::string(1, static_cast<char>(*b));
       byte_fallback_[id] = true;
     } else {

@@ -29,7 +29,7 @@ namespace conveyor::tokenizers {
 namespace {
 
 /// SentencePiece's space symbol "▁" (U+2581).
-constexpr std::string_view space_symbol = "\u2581";
+constexpr std::string_view spm_space_symbol = "\u2581";  // SentencePiece's "▁"
 
 /// The functions of the shim library.
 struct shim_api {
@@ -167,9 +167,9 @@ class sentencepiece_tokenizer final : public tokenizer {
       return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
     std::string out;
     for (size_t pos = 0; pos < piece.size();) {
-      if (piece.compare(pos, space_symbol.size(), space_symbol) == 0) {
+      if (piece.compare(pos, spm_space_symbol.size(), spm_space_symbol) == 0) {
         out += ' ';
-        pos += space_symbol.size();
+        pos += spm_space_symbol.size();
       } else {
         out += piece[pos++];
       }

@@ -44,7 +44,7 @@ struct generate_options {
   std::string log_level = "warn";
 };
 
-int fail(const std::string& message) {
+int fail_generate(const std::string& message) {
   std::fprintf(stderr, "conveyor generate: %s\n", message.c_str());
   return 1;
 }
@@ -54,30 +54,30 @@ int run_generate(const generate_options& o) {
   sampling::sampling_params params = o.params;
   params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   // The limits of a request's fields (conveyor::sampling_limits), before anything loads.
-  if (auto problem = pipeline::check_request(params, 0)) return fail(*problem);
+  if (auto problem = pipeline::check_request(params, 0)) return fail_generate(*problem);
   if (o.threads > 0) model::set_compute_threads(int32_t(o.threads));
   const auto model_spec = model::resolve_path(o.model);
   const auto tokenizer_path = model::resolve_path(
       o.tokenizer.empty() ? model::default_tokenizer_for(model_spec) : o.tokenizer);
   auto tok = tokenizers::load_tokenizer(tokenizer_path);
-  if (!tok) return fail(message_of(tok.error()));
+  if (!tok) return fail_generate(message_of(tok.error()));
   model::runtime_options ro;
   ro.slots = 1;
   ro.max_batched_tokens = 512;
   ro.context = o.context;
   auto info = model::inspect_model(model_spec);
-  if (!info) return fail(message_of(info.error()));
+  if (!info) return fail_generate(message_of(info.error()));
   auto dtype = model::choose_dtype(o.dtype, ro.device, info->weights_dtype);
-  if (!dtype) return fail(message_of(dtype.error()));
+  if (!dtype) return fail_generate(message_of(dtype.error()));
   ro.dtype = *dtype;
   auto kv_dtype = model::choose_kv_dtype(o.kv_cache_dtype, *dtype);
-  if (!kv_dtype) return fail(message_of(kv_dtype.error()));
+  if (!kv_dtype) return fail_generate(message_of(kv_dtype.error()));
   ro.kv_dtype = *kv_dtype;
   ro.bf16_inputs = model::choose_bf16_inputs(o.bf16_inputs, *dtype);
   ro.quantize = model::choose_quantize(o.dtype);
   std::string summary;
   auto m = model::load_model(model_spec, ro, &summary);
-  if (!m) return fail(message_of(m.error()));
+  if (!m) return fail_generate(message_of(m.error()));
   if (!summary.empty()) spdlog::info("{}", summary);
   spdlog::info("{}", (*m)->describe());
   // 0 leaves them to the machine, as for serve's and bench's executors: one sequence runs.
@@ -88,10 +88,10 @@ int run_generate(const generate_options& o) {
   sequence_request req;
   req.id = 1;
   auto prompt = (*tok)->encode(o.prompt, true);
-  if (!prompt) return fail(message_of(prompt.error()));
+  if (!prompt) return fail_generate(message_of(prompt.error()));
   req.prompt = std::move(*prompt);
   if (auto problem = pipeline::check_context(req.prompt.size(), params.max_tokens, (*m)->context()))
-    return fail(*problem);
+    return fail_generate(*problem);
   req.params = std::move(params);
   req.times.arrival = now_stamp();
   pipeline::executor_core core{"cpu:0", std::move(*m), *tok};
@@ -116,7 +116,7 @@ int run_generate(const generate_options& o) {
   std::fflush(stdout);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (result.how != outcome::finished) return fail(result.message);
+  if (result.how != outcome::finished) return fail_generate(result.message);
   if (o.show_tokens) {
     std::string ids;
     for (auto t : tokens) ids += (ids.empty() ? "" : " ") + std::to_string(t);

@@ -10,7 +10,7 @@ namespace conveyor::tokenizers::hf {
 
 namespace {
 
-constexpr const char* supported =
+constexpr const char* supported_decoders =
     "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence";
 
 int hex_value(char c) {
@@ -91,7 +91,7 @@ expected<void> decoder::add(const nlohmann::json& value, const std::string& orig
     return {};
   }
   return make_error(ec::bad_file, origin + ": decoder type '" + type +
-                                      "' is not supported; supported: " + supported);
+                                      "' is not supported; supported: " + supported_decoders);
 }
 
 expected<decoder> decoder::parse(const nlohmann::json& value, const std::string& origin) {

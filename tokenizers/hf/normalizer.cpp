@@ -16,7 +16,7 @@ namespace conveyor::tokenizers::hf {
 
 namespace {
 
-constexpr const char* supported = "Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD";
+constexpr const char* supported_normalizers = "Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD";
 
 const UNormalizer2* instance(const char* form, UErrorCode& status) {
   if (std::strcmp(form, "NFC") == 0) return unorm2_getNFCInstance(&status);
@@ -140,7 +140,7 @@ expected<void> normalizer::add(const nlohmann::json& value, const std::string& o
   if (type == "NFKC") return steps.push_back({kind::nfkc, {}, {}, nullptr}), expected<void>{};
   if (type == "NFKD") return steps.push_back({kind::nfkd, {}, {}, nullptr}), expected<void>{};
   return make_error(ec::bad_file, origin + ": normalizer type '" + type +
-                                      "' is not supported; supported: " + supported);
+                                      "' is not supported; supported: " + supported_normalizers);
 }
 
 expected<normalizer> normalizer::parse(const nlohmann::json& value, const std::string& origin) {

@@ -13,7 +13,7 @@ namespace conveyor::tokenizers::hf {
 
 namespace {
 
-constexpr const char* supported = "ByteLevel, Metaspace, Split, Sequence";
+constexpr const char* supported_pre_tokenizers = "ByteLevel, Metaspace, Split, Sequence";
 
 /// One stretch of a piece: [begin, end) and whether the pattern matched it.
 struct stretch {
@@ -123,7 +123,7 @@ expected<void> pre_tokenizer::add(const nlohmann::json& value, const std::string
     return {};
   }
   return make_error(ec::bad_file, origin + ": pre_tokenizer type '" + type +
-                                      "' is not supported; supported: " + supported);
+                                      "' is not supported; supported: " + supported_pre_tokenizers);
 }
 
 expected<pre_tokenizer> pre_tokenizer::parse(const nlohmann::json& value,
