@@ -1,7 +1,67 @@
-# conveyor_library(NAME folder DEPS ...): one static library from every .cpp in a folder (globbed,
-# so adding a file needs no edit here). Headers are included as "folder/file.hpp".
+# Unity builds (the sanitizer trees, scripts/sanitize.sh): a target's files are compiled
+# CONVEYOR_UNITY_BATCH at a time, each batch one file that includes them, so that the templates
+# every file instantiates (CAF, Beast, nlohmann/json, GoogleTest) are compiled, optimized and
+# instrumented once per batch instead of once per file. The batch includes each file by its path
+# in the checkout ("server/http_server.cpp", found through the checkout's include folder), never
+# by an absolute path, so that no path of the checkout reaches the objects (ccache gives the
+# compiler that folder as a relative one) and ccache finds the objects again from another clone.
+# CMake's own unity builds include absolute paths. The CPU build (build/) compiles every file
+# alone, so that a file missing an include still fails there.
+option(CONVEYOR_UNITY "Compile each target's files in batches (unity builds)" OFF)
+set(CONVEYOR_UNITY_BATCH 16 CACHE STRING "Files per batch of a unity build")
+
+# conveyor_unity(TARGET): with CONVEYOR_UNITY, TARGET's .cpp files in the checkout are compiled in
+# batches instead of one by one (the files stay in the target, as headers).
+function(conveyor_unity target)
+  if(NOT CONVEYOR_UNITY)
+    return()
+  endif()
+  get_target_property(_sources ${target} SOURCES)
+  get_target_property(_dir ${target} SOURCE_DIR)
+  set(_files "")
+  foreach(_s IN LISTS _sources)
+    get_filename_component(_abs "${_s}" ABSOLUTE BASE_DIR "${_dir}")
+    file(RELATIVE_PATH _rel "${CONVEYOR_SOURCE_DIR}" "${_abs}")
+    if(_abs MATCHES "\\.(cpp|cc)$" AND NOT _rel MATCHES "^\\.\\.")
+      list(APPEND _files "${_rel}")
+      set_source_files_properties("${_abs}" PROPERTIES HEADER_FILE_ONLY ON)
+    endif()
+  endforeach()
+  list(LENGTH _files _count)
+  if(_count LESS 2)
+    if(_count EQUAL 1)
+      set_source_files_properties("${CONVEYOR_SOURCE_DIR}/${_files}" PROPERTIES HEADER_FILE_ONLY OFF)
+    endif()
+    return()
+  endif()
+  set(_batch 0)
+  set(_in_batch 0)
+  set(_text "")
+  foreach(_rel IN LISTS _files)
+    string(APPEND _text "#include \"${_rel}\"\n")
+    math(EXPR _in_batch "${_in_batch} + 1")
+    if(_in_batch EQUAL CONVEYOR_UNITY_BATCH)
+      file(CONFIGURE OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/unity/${target}_${_batch}.cpp"
+           CONTENT "${_text}" @ONLY)
+      target_sources(${target} PRIVATE "${CMAKE_CURRENT_BINARY_DIR}/unity/${target}_${_batch}.cpp")
+      math(EXPR _batch "${_batch} + 1")
+      set(_in_batch 0)
+      set(_text "")
+    endif()
+  endforeach()
+  if(_in_batch GREATER 0)
+    file(CONFIGURE OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/unity/${target}_${_batch}.cpp"
+         CONTENT "${_text}" @ONLY)
+    target_sources(${target} PRIVATE "${CMAKE_CURRENT_BINARY_DIR}/unity/${target}_${_batch}.cpp")
+  endif()
+  target_include_directories(${target} PRIVATE "${CONVEYOR_SOURCE_DIR}")
+endfunction()
+
+# conveyor_library(NAME [SEPARATE_SOURCES] DEPS ...): one static library from every .cpp in a
+# folder (globbed, so adding a file needs no edit here). Headers are included as
+# "folder/file.hpp". SEPARATE_SOURCES keeps its files out of unity builds.
 function(conveyor_library name)
-  cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "SEPARATE_SOURCES" "" "DEPS;PRIVATE_DEPS;EXCLUDE" ${ARGN})
   file(GLOB _sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp"
        "${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp")
   foreach(_ex IN LISTS ARG_EXCLUDE)
@@ -12,6 +72,9 @@ function(conveyor_library name)
     target_include_directories(${name} PUBLIC "${CONVEYOR_SOURCE_DIR}")
     target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
     target_compile_options(${name} PRIVATE ${CONVEYOR_WARNINGS})
+    if(NOT ARG_SEPARATE_SOURCES)
+      conveyor_unity(${name})
+    endif()
   else()
     add_library(${name} INTERFACE)
     target_include_directories(${name} INTERFACE "${CONVEYOR_SOURCE_DIR}")
@@ -21,8 +84,8 @@ endfunction()
 
 # conveyor_test_suite(NAME [SEPARATE_SOURCES] DEPS ...): one GoogleTest program from
 # tests/<folder>/*_test.cpp, each test registered with ctest (gtest_discover_tests).
-# SEPARATE_SOURCES keeps the suite out of unity builds (CMAKE_UNITY_BUILD, the sanitizer trees):
-# its files define helpers of the same name, each in its own anonymous namespace.
+# SEPARATE_SOURCES keeps the suite out of unity builds (CONVEYOR_UNITY, the sanitizer trees): its
+# files define helpers of the same name, each in its own anonymous namespace.
 function(conveyor_test_suite name)
   cmake_parse_arguments(ARG "SEPARATE_SOURCES" "" "DEPS" ${ARGN})
   file(GLOB _sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
@@ -30,8 +93,8 @@ function(conveyor_test_suite name)
     return()
   endif()
   add_executable(${name} ${_sources})
-  if(ARG_SEPARATE_SOURCES)
-    set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
+  if(NOT ARG_SEPARATE_SOURCES)
+    conveyor_unity(${name})
   endif()
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${name} PRIVATE ${CONVEYOR_WARNINGS})

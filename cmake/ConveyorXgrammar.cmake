@@ -72,6 +72,7 @@ else()
   list(FILTER conveyor_xgrammar_sources EXCLUDE REGEX "/cpp/(tvm_ffi|nanobind)/")
   add_library(xgrammar STATIC ${conveyor_xgrammar_sources})
   target_compile_options(xgrammar PRIVATE -w)
+  conveyor_unity(xgrammar)
   if(_xgrammar_cached)
     message(STATUS "xgrammar: ${_xgrammar_stamp} built here, then kept in ${_xgrammar_cached}")
     add_custom_command(TARGET xgrammar POST_BUILD

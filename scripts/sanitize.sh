@@ -7,10 +7,8 @@
 #                kept in ~/.cache/conveyor): Debian's libcaf is not instrumented, and messages
 #                crossing threads inside it look like races. CONVEYOR_TSAN_SUITES chooses other
 #                suites.
-# Both trees are unity builds (16 files of a target compiled as one): the templates that every
-# file instantiates are compiled and instrumented once per batch, which halves their build. The
-# CPU build (build/) compiles every file alone, so a file that misses an include still fails
-# there. Each build and each suite is a phase of scripts/test.sh's table (scripts/lib/phases.sh).
+# Both trees are unity builds (CONVEYOR_UNITY, cmake/ConveyorHelpers.cmake: 16 files of a target
+# compiled as one), which halves their build; the CPU build (build/) compiles every file alone. Each build and each suite is a phase of scripts/test.sh's table (scripts/lib/phases.sh).
 # Any report fails the test that made it (halt_on_error; UBSan does not recover).
 # Usage: scripts/sanitize.sh [--configure-only] [asan|tsan]...
 set -euo pipefail
@@ -50,7 +48,7 @@ for kind in "${kinds[@]}"; do
   fi
   CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER=clang++ -DCONVEYOR_TESTS=ON -DCONVEYOR_BENCHMARKS=OFF \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 "${flags[@]}" >&2
+    -DCONVEYOR_UNITY=ON "${flags[@]}" >&2
   [ $configure_only = 0 ] || exit 0
   if [ "$kind" = asan ]; then
     echo "sanitize: AddressSanitizer + UndefinedBehaviorSanitizer, every suite ($dir/)" >&2
