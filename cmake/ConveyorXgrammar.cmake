@@ -81,19 +81,17 @@ else()
       VERBATIM)
   endif()
 endif()
-target_include_directories(xgrammar SYSTEM INTERFACE
+# An imported library takes only INTERFACE properties; a built one gives them to its own sources
+# too.
+if(_xgrammar_hit)
+  set(_xgrammar_scope INTERFACE)
+else()
+  set(_xgrammar_scope PUBLIC)
+endif()
+target_include_directories(xgrammar SYSTEM ${_xgrammar_scope}
   "${CONVEYOR_XGRAMMAR_DIR}/include"
   "${CONVEYOR_XGRAMMAR_DIR}/3rdparty/picojson"
   "${CONVEYOR_XGRAMMAR_DIR}/3rdparty/dlpack/include")
-target_compile_definitions(xgrammar INTERFACE XGRAMMAR_ENABLE_CPPTRACE=0
-                                              XGRAMMAR_ENABLE_INTERNAL_CHECK=0)
-target_link_libraries(xgrammar INTERFACE Threads::Threads)
-if(NOT _xgrammar_hit)
-  # Its own sources see the same include folders and definitions.
-  target_include_directories(xgrammar SYSTEM PRIVATE
-    "${CONVEYOR_XGRAMMAR_DIR}/include"
-    "${CONVEYOR_XGRAMMAR_DIR}/3rdparty/picojson"
-    "${CONVEYOR_XGRAMMAR_DIR}/3rdparty/dlpack/include")
-  target_compile_definitions(xgrammar PRIVATE XGRAMMAR_ENABLE_CPPTRACE=0
-                                              XGRAMMAR_ENABLE_INTERNAL_CHECK=0)
-endif()
+target_compile_definitions(xgrammar ${_xgrammar_scope} XGRAMMAR_ENABLE_CPPTRACE=0
+                                                       XGRAMMAR_ENABLE_INTERNAL_CHECK=0)
+target_link_libraries(xgrammar ${_xgrammar_scope} Threads::Threads)
